@@ -1,0 +1,396 @@
+"""The invariant catalog and the checker that turns snapshots into findings.
+
+Each invariant has a stable id, the RFC text it enforces and an explanation a
+maintainer would accept (docs/invariants.md is generated from CATALOG).  The
+checks read only three things: the resolved event, the stack's snapshot
+before and after it, and `Truth` -- what the trace itself says about
+recovery periods and idle periods, independent of any controller.  A stack
+whose own recovery start drifted (the quiche death spiral) is judged against
+the trace's timeline, not its own.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from .ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+
+
+@dataclass(frozen=True)
+class Invariant:
+    id: str
+    title: str
+    rfc: str          # where the rule comes from
+    quote: str        # the RFC text it enforces
+    why: str          # the explanation for a maintainer
+    waivable: bool    # False for RFC MUSTs: no profile can tolerate it
+
+
+CATALOG = {inv.id: inv for inv in [
+    Invariant("future-recovery-start", "Recovery start or epoch after the current time",
+              "RFC 9438 §4.2; RFC 9002 §7.3.2; Linux c2e7204d180f",
+              "t is the elapsed time from the beginning of the current congestion avoidance stage",
+              "An epoch or recovery start later than now makes t negative and makes every packet sent "
+              "before that instant look like it was sent during recovery, so ACKs never grow the window. "
+              "Linux fixed the same slip in 2017 ('do not set epoch_start in the future'); quiche's "
+              "idle-restart shift before 0.28 reintroduced it (the death spiral).", False),
+    Invariant("cwnd-below-minimum", "Congestion window below the minimum window",
+              "RFC 9002 §7.2", "The RECOMMENDED value [of the minimum congestion window] is "
+              "2 * max_datagram_size.",
+              "Below two datagrams a sender cannot keep an ACK clock going: a single loss stalls it "
+              "until a PTO.", False),
+    Invariant("stuck-at-minimum", "Window pinned at the minimum after losses stopped",
+              "RFC 9002 §7.3.2, §7.3.3; RFC 9438 §4.2–§4.5",
+              "A recovery period ends and the sender enters congestion avoidance when a packet sent "
+              "during the recovery period is acknowledged.",
+              "Packets sent after the last congestion signal keep being acknowledged, yet the window "
+              "does not leave the minimum: the controller believes it is still in recovery, or never "
+              "credits the ACKs. This is the observable face of the death spiral.", True),
+    Invariant("missing-reduction", "No window reduction on a new congestion event",
+              "RFC 9002 §7.3.2; RFC 9438 §4.6",
+              "The sender MUST reduce the congestion window when ... a packet sent after the start of "
+              "the recovery period is declared lost (or reported with ECN-CE).",
+              "A loss of a packet sent after the current recovery period began is a new congestion "
+              "event; the window must shrink (multiplicative decrease).", True),
+    Invariant("excess-reduction", "More than one reduction per recovery period, or deeper than β",
+              "RFC 9002 §7.3.2; RFC 9438 §4.6",
+              "The sender MUST NOT reduce again for losses of packets sent during the recovery period; "
+              "cwnd = cwnd * β_cubic.",
+              "Reducing again for packets sent before the recovery started, reducing without any "
+              "congestion signal, or below β·cwnd punishes the flow several times for one event.", True),
+    Invariant("growth-in-recovery", "Window grew on an ACK of a packet sent before recovery started",
+              "RFC 9002 §7.3.2",
+              "... the congestion window does not increase in response to acknowledgments of packets "
+              "sent before the start of the recovery period.",
+              "Growth during recovery undoes the reduction before the network has drained.", True),
+    Invariant("growth-while-app-limited", "Window grew while the sender was app-limited",
+              "RFC 9002 §7.8; RFC 9438 §5.8",
+              "When bytes in flight is smaller than the congestion window and sending is not pacing "
+              "limited, the congestion window is underutilized. ... the congestion window SHOULD NOT be "
+              "increased in either slow start or congestion avoidance.",
+              "ACKs of packets sent while the application had nothing to send say nothing about the "
+              "path's capacity at the current window.", True),
+    Invariant("idle-inflation", "Window grew faster right after an idle period than before it",
+              "RFC 9438 §4.2",
+              "t MUST NOT include periods during which the sender was idle (not sending because it "
+              "had no data).",
+              "If idle time counts towards t, W_cubic(t) jumps far past W_max while the sender was "
+              "quiet and the first round trip after resuming inflates the window by up to 50%.", False),
+    Invariant("ca-growth-bound", "Congestion-avoidance growth beyond 1.5x per round trip",
+              "RFC 9438 §4.2",
+              "target = 1.5 * cwnd if W_cubic(t + RTT) > 1.5 * cwnd ... cwnd MUST be incremented by "
+              "(target - cwnd)/cwnd for each received new ACK",
+              "In congestion avoidance one acknowledged byte may grow the window by at most half a "
+              "byte (plus one datagram of rounding for stacks that grow in whole datagrams).", False),
+    Invariant("ss-growth-bound", "Slow-start growth beyond the bytes acknowledged",
+              "RFC 9002 §7.3.1",
+              "While a sender is in slow start, the congestion window increases by the number of bytes "
+              "acknowledged when each acknowledgment is processed.",
+              "Slow start at most doubles the window per round trip.", False),
+    Invariant("persistent-congestion-ignored", "Window not collapsed on persistent congestion",
+              "RFC 9002 §7.6.2",
+              "When persistent congestion is declared, the sender's congestion window MUST be reduced "
+              "to the minimum congestion window (kMinimumWindow).",
+              "Persistent congestion means the path lost everything for longer than a PTO period; "
+              "the sender must restart from the minimum window.", False),
+    Invariant("numeric-error", "A snapshot field is not a sane number",
+              "RFC 9438 §4 (windows are positive byte counts)",
+              "cwnd, ssthresh and W_max are positive amounts of data; K and t are non-negative times.",
+              "Zero, negative, NaN or astronomically large values point at overflow, underflow or "
+              "division by zero in the controller.", False),
+    Invariant("adapter-error", "The stack refused or crashed on an event",
+              "—", "A controller accepts every causally consistent event stream.",
+              "The stack's controller raised an error (a Rust panic, a C assertion) on a valid "
+              "event stream; the run for that stack stops at this event.", False),
+    Invariant("trajectory-divergence", "Window trajectory leaves the oracle's envelope",
+              "RFC 9438 (differential)", "—",
+              "The stack's window differs from the RFC 9438 reference by more than its profile's "
+              "tolerance for a sustained stretch. The stack's documented deviations are listed as "
+              "possible explanations.", True),
+]}
+
+STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
+HUGE = 2**53
+
+
+@dataclass
+class Finding:
+    stack: str
+    invariant: str
+    event_index: int
+    t_us: int
+    detail: str
+    count: int = 1               # violations of this invariant on this run
+    status: str = "violation"    # or "deviation" when the stack's profile documents it
+    line: int = 0                # trace line of the first violation
+
+    def to_dict(self) -> dict:
+        return {"stack": self.stack, "invariant": self.invariant, "status": self.status,
+                "event_index": self.event_index, "line": self.line, "t_us": self.t_us,
+                "count": self.count, "detail": self.detail}
+
+
+class Truth:
+    """The trace's own timeline: RFC 9002 §7.3.2 recovery periods and idle restarts."""
+
+    def __init__(self):
+        self.recovery_start = None
+        self.last_signal_t = None
+        self.signal = False          # this event carries a congestion signal
+        self.new_event = False       # ... and it starts a new recovery period
+        self.ack_in_recovery = False  # every packet this ACK covers was sent before recovery start
+        self.ack_app_limited = False  # every packet outside recovery was sent app-limited
+        self.idle_gap = 0            # on a send after idle: how long the pipe was empty
+        # After a spurious loss (an ACK of a packet declared lost) a stack may undo its
+        # reduction and end recovery (RFC 9438 §4.9, a MAY) or not: until the next new
+        # congestion event, recovery-period rules cannot tell right from wrong.
+        self.undo_window = False
+        self.ambiguous = False       # this event falls in that window
+        self.idle_from = None
+        self.last_sent_t = None
+        self.pipe_emptied_t = None   # the ACK or loss that last took bytes in flight to zero
+
+    def _signal(self, now: int, sent_t: int) -> None:
+        # A packet sent after every earlier signal is new for every stack, whatever
+        # each did with its own recovery start: that closes an undo window.
+        clean = self.last_signal_t is None or sent_t > self.last_signal_t
+        self.signal = True
+        self.last_signal_t = now
+        if self.recovery_start is None or sent_t > self.recovery_start:
+            self.new_event = True
+            self.recovery_start = now
+        if self.undo_window and clean:
+            self.undo_window = self.ambiguous = False
+
+    def update(self, ev) -> None:
+        self.signal = self.new_event = False
+        self.idle_gap = 0
+        kind, now = ev.kind, ev.t
+        if kind == ACKED and ev.spurious:
+            self.undo_window = True
+        self.ambiguous = self.undo_window
+        if kind == SENT:
+            if ev.bytes_in_flight == 0 and self.last_sent_t is not None:
+                self.idle_from = max(self.last_sent_t, self.pipe_emptied_t or 0)
+                self.idle_gap = now - self.idle_from
+            self.last_sent_t = now
+            return
+        if ev.bytes_in_flight > 0 and ev.bytes_in_flight_after == 0:
+            self.pipe_emptied_t = now
+        if kind == LOST:
+            self._signal(now, max(p[1] for p in ev.packets))
+        elif kind == ACKED:
+            if ev.ecn_ce and ev.packets:
+                self._signal(now, ev.packets[-1][1])
+            start = self.recovery_start
+            packets = ev.packets
+            self.ack_in_recovery = bool(packets) and start is not None and all(p[1] <= start for p in packets)
+            outside = [p for p in packets if start is None or p[1] > start]
+            self.ack_app_limited = bool(outside) and all(p[3] for p in outside)
+        elif kind == PERSISTENT_CONGESTION:
+            self.signal = True
+            self.last_signal_t = now
+            self.recovery_start = None   # RFC 9002 B.8
+
+
+def _bad_number(value, lo: float) -> bool:
+    return value is not None and (not math.isfinite(value) or value < lo or value > HUGE)
+
+
+class Checker:
+    """All invariants for one stack's run.  Call check() after every event."""
+
+    def __init__(self, stack: str, max_datagram_size: int, family: str = "cubic",
+                 min_window_datagrams: int = 2, loss_applied_with_ack: bool = False):
+        self.stack = stack
+        self.mds = max_datagram_size
+        self.min_window = 2 * max_datagram_size                  # RFC 9002 §7.2
+        self.floor = max(min_window_datagrams, 2) * max_datagram_size  # the stack's own floor
+        self.beta = 0.7 if family == "cubic" else 0.5             # RFC 9438 §4.6 / RFC 9002 §7.3.2
+        self.time_based = family == "cubic"   # idle-inflation concerns W_cubic(t) only
+        self.findings: dict[str, Finding] = {}
+        self.post_signal_acked = 0
+        self.recent_acks = deque()   # recent ACKs, for idle-inflation
+        self.idle_watch = None
+        self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
+        # Adapters whose stack applies a loss only inside the ACK that reveals it (ngtcp2)
+        # report a provisional snapshot for the loss event (docs/adapters.md).
+        self.provisional_loss = loss_applied_with_ack
+
+    def flag(self, invariant: str, index: int, t: int, detail: str) -> None:
+        found = self.findings.get(invariant)
+        if found is None:
+            self.findings[invariant] = Finding(self.stack, invariant, index, t, detail)
+        else:
+            found.count += 1
+
+    def check(self, index: int, ev, before, after, truth: Truth) -> None:
+        t, kind = ev.t, ev.kind
+        flag = self.flag
+        cwnd = after.cwnd
+        if (_bad_number(cwnd, 1) or _bad_number(after.ssthresh, 1) or _bad_number(after.w_max, 0)
+                or _bad_number(after.k_us, 0)):
+            flag("numeric-error", index, t, f"snapshot has cwnd={cwnd}, ssthresh={after.ssthresh}, "
+                 f"w_max={after.w_max}, K={after.k_us}")
+            return
+        if cwnd < self.min_window:
+            flag("cwnd-below-minimum", index, t, f"cwnd {cwnd} < minimum window {self.min_window} "
+                 f"(2 x {self.mds})")
+        for name, value in (("recovery start", after.recovery_start_us), ("epoch start", after.epoch_start_us)):
+            if value is not None and value > t:
+                flag("future-recovery-start", index, t,
+                     f"{name} at t={value} us is {value - t} us after now (t={t} us)")
+        if kind == PERSISTENT_CONGESTION and cwnd > self.floor:
+            flag("persistent-congestion-ignored", index, t,
+                 f"cwnd {cwnd} after persistent congestion, minimum window is {self.floor}")
+        if before is None:
+            return
+        group = self.loss_group
+        if group is not None and (t != group["t"] or kind == SENT):
+            self.close_loss_group()
+            group = None
+        if truth.signal:
+            self.post_signal_acked = 0
+            self.idle_watch = None
+            self.recent_acks.clear()
+        if kind in (LOST, PERSISTENT_CONGESTION) or (kind == ACKED and group is not None):
+            # Stacks detect losses while processing the ACK that reveals them: a loss and
+            # the ACK at the same instant are judged together.  Where the loss snapshot
+            # is provisional, the ACK's snapshot is the reduced window and growth is
+            # measured from the state before the loss.
+            if group is None:
+                group = self.loss_group = {"t": t, "before": before, "new": False, "ambiguous": False,
+                                           "pc": False, "index": index}
+            group["new"] |= truth.new_event
+            group["ambiguous"] |= truth.ambiguous
+            group["pc"] |= kind == PERSISTENT_CONGESTION
+            if kind != ACKED or self.provisional_loss:
+                group["after"] = after
+            if kind == ACKED:
+                self.close_loss_group()
+                if not ev.spurious:
+                    base = group["before"] if self.provisional_loss else before
+                    self.check_ack(index, ev, base, after, truth, after.cwnd - base.cwnd)
+            return
+        grew = cwnd - before.cwnd
+        if truth.ambiguous:
+            pass
+        elif truth.new_event:            # an ECN-CE signal on an ACK
+            self.judge_reduction(index, t, before, after, True)
+        elif grew < 0 and not (kind == ACKED and ev.spurious):
+            flag("excess-reduction", index, t, f"cwnd {before.cwnd} -> {cwnd} on no congestion signal")
+        if kind == ACKED and not ev.spurious:
+            self.check_ack(index, ev, before, after, truth, grew)
+        elif kind == SENT and truth.idle_gap > 0:
+            self.watch_idle(ev, before, truth)
+
+    def close_loss_group(self) -> None:
+        group, self.loss_group = self.loss_group, None
+        if group is None or group["ambiguous"] or group["pc"]:
+            return   # persistent congestion has its own invariant
+        self.judge_reduction(group["index"], group["t"], group["before"], group["after"], group["new"])
+
+    def judge_reduction(self, index, t, before, after, new_event: bool) -> None:
+        """RFC 9002 §7.3.2 / RFC 9438 §4.6: one reduction per recovery period, by β."""
+        grew = after.cwnd - before.cwnd
+        if new_event:
+            if before.cwnd > self.floor and grew >= 0:
+                self.flag("missing-reduction", index, t,
+                          f"new congestion event at t={t} (a packet sent after the previous recovery "
+                          f"start was lost or CE-marked) but cwnd went {before.cwnd} -> {after.cwnd}")
+            elif grew < 0 and self.floor < after.cwnd < before.cwnd * self.beta - self.mds:
+                self.flag("excess-reduction", index, t,
+                          f"cwnd {before.cwnd} -> {after.cwnd}, below beta={self.beta} x cwnd")
+        elif grew < 0:
+            self.flag("excess-reduction", index, t,
+                      f"cwnd {before.cwnd} -> {after.cwnd} on a loss of a packet sent during the current "
+                      f"recovery period")
+
+    def check_ack(self, index, ev, before, after, truth, grew) -> None:
+        t, flag = ev.t, self.flag
+        acked = ev.acked_bytes
+        if grew > 0 and truth.ack_in_recovery and not truth.ambiguous:
+            flag("growth-in-recovery", index, t,
+                 f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent before the recovery "
+                 f"start t={truth.recovery_start}")
+        elif grew > 0 and truth.ack_app_limited and not truth.ambiguous:
+            flag("growth-while-app-limited", index, t,
+                 f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent while app-limited")
+        in_slow_start = before.ssthresh is None or before.cwnd < before.ssthresh
+        if in_slow_start and grew > acked:
+            flag("ss-growth-bound", index, t, f"slow start grew cwnd by {grew} for {acked} bytes acknowledged")
+        if not in_slow_start and grew > acked / 2 + self.mds:
+            flag("ca-growth-bound", index, t,
+                 f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
+                 f"(at most {acked // 2} + {self.mds})")
+        # stuck-at-minimum: count acknowledged packets sent after the last signal.
+        if after.cwnd > self.floor:
+            self.post_signal_acked = 0
+        else:
+            since = truth.last_signal_t
+            self.post_signal_acked += sum(1 for p in ev.packets if not p[3] and (since is None or p[1] > since))
+            if self.post_signal_acked >= STUCK_PACKETS:
+                flag("stuck-at-minimum", index, t,
+                     f"cwnd stays at the minimum ({after.cwnd} bytes) although {self.post_signal_acked} "
+                     f"packets sent after the last congestion signal (t={since}) were acknowledged")
+        if self.time_based:
+            eligible = 0 if truth.ack_in_recovery or truth.ack_app_limited else acked
+            self.track_idle_growth(index, ev, before, after, eligible)
+
+    # -- idle-inflation: compare the window's growth per acknowledged byte in the
+    #    round trip after an idle period with the round trip before it.  With t
+    #    excluding idle, the curve continues where it stopped and the two rates
+    #    match; with idle counted, W_cubic(t) jumped and the rate approaches the
+    #    0.5 per byte ceiling.  Only a pre-idle round trip that was a real
+    #    congestion-avoidance round (at least half a window acknowledged outside
+    #    recovery, not app-limited) is a fair reference.
+    def track_idle_growth(self, index, ev, before, after, eligible_bytes) -> None:
+        t, srtt = ev.t, max(ev.rtt[1], 1)
+        recent = self.recent_acks
+        recent.append((t, before.cwnd, after.cwnd, eligible_bytes))
+        while recent and recent[0][0] < t - srtt:
+            recent.popleft()
+        watch = self.idle_watch
+        if watch is None:
+            return
+        if t > watch["until"]:
+            self.finish_idle_watch()
+        else:
+            watch["max_cwnd"] = max(watch["max_cwnd"], after.cwnd)
+            watch["acked"] += eligible_bytes
+            watch["last"] = (index, t)
+
+    def watch_idle(self, ev, before, truth) -> None:
+        srtt = ev.rtt[1]
+        in_avoidance = before.ssthresh is not None and before.cwnd >= before.ssthresh
+        recent = self.recent_acks
+        pre_acked = sum(a[3] for a in recent)
+        if truth.idle_gap < max(srtt, 1) or not in_avoidance or pre_acked < before.cwnd / 2:
+            recent.clear()
+            return
+        pre_growth = max(0, recent[-1][2] - recent[0][1])
+        self.idle_watch = {"until": ev.t + 2 * srtt, "base": before.cwnd, "pre_rate": pre_growth / pre_acked,
+                           "max_cwnd": before.cwnd, "acked": 0, "gap": truth.idle_gap, "last": None}
+        recent.clear()
+
+    def finish_idle_watch(self) -> None:
+        watch, self.idle_watch = self.idle_watch, None
+        if watch is None or watch["last"] is None or watch["acked"] == 0:
+            return
+        growth = watch["max_cwnd"] - watch["base"]
+        rate = growth / watch["acked"]
+        # The Reno-friendly region (RFC 9438 §4.3) may grow up to one datagram per
+        # window acknowledged whatever t is: that rate is always allowed.
+        reno_rate = self.mds / watch["base"]
+        if growth > 2 * self.mds and rate > 2 * max(watch["pre_rate"], reno_rate) + 0.05:
+            index, t = watch["last"]
+            self.flag("idle-inflation", index, t,
+                      f"after {watch['gap']} us idle, the first round trip grew cwnd {watch['base']} -> "
+                      f"{watch['max_cwnd']}: {rate:.3f} bytes per byte acknowledged, against "
+                      f"{watch['pre_rate']:.3f} in the round trip before the idle period")
+
+    def finish(self) -> list:
+        self.close_loss_group()
+        self.finish_idle_watch()
+        return list(self.findings.values())

@@ -1,0 +1,130 @@
+"""The packet ledger: turns trace events into the resolved events controllers see.
+
+One ledger serves every controller in a run, so bytes-in-flight accounting and
+RTT estimation are identical for all of them and any difference between
+stacks comes from the controllers.  The resolved event carries what each
+stack's own connection code would hand its controller: the packets an ACK or
+a loss covers (number, send time, size, app-limited flag), bytes in flight
+*before* the event (quiche's convention, ngtcp2's prior_inflight) and the
+RFC 9002 §5 RTT estimate.
+"""
+from __future__ import annotations
+
+from .trace import Ack, Header, Lost, PersistentCongestion, Sent
+
+SENT, ACKED, LOST, PERSISTENT_CONGESTION = 1, 2, 3, 4  # ccd_event_kind in ccdiff_adapter.h
+KIND_NAMES = {SENT: "sent", ACKED: "ack", LOST: "lost", PERSISTENT_CONGESTION: "persistent_congestion"}
+
+
+class Rtt:
+    """RFC 9002 §5 estimator in integer microseconds.
+
+    Integer arithmetic (floor division) so every decoder and harness, in any
+    language, computes the same numbers.  ack_delay is used as reported: the
+    traces model a confirmed handshake with the peer's max_ack_delay already
+    applied (RFC 9002 §5.3).
+    """
+
+    __slots__ = ("latest", "smoothed", "rttvar", "min", "has_sample")
+
+    def __init__(self, initial_rtt_us: int):
+        self.latest = 0
+        self.min = 0
+        self.smoothed = initial_rtt_us        # RFC 9002 §5.3: before the first sample
+        self.rttvar = initial_rtt_us // 2
+        self.has_sample = False
+
+    def update(self, latest: int, ack_delay: int) -> None:
+        self.latest = latest
+        if not self.has_sample:                # RFC 9002 §5.3 first sample
+            self.has_sample = True
+            self.min = latest
+            self.smoothed = latest
+            self.rttvar = latest // 2
+            return
+        self.min = min(self.min, latest)       # RFC 9002 §5.2: min_rtt ignores ack delay
+        adjusted = latest - ack_delay if latest >= self.min + ack_delay else latest
+        self.rttvar = (3 * self.rttvar + abs(self.smoothed - adjusted)) // 4
+        self.smoothed = (7 * self.smoothed + adjusted) // 8
+
+    def values(self) -> tuple:
+        return (self.latest, self.smoothed, self.rttvar, self.min)
+
+
+class Resolved:
+    """One event as controllers see it.  packets: tuples (pn, sent_us, bytes, app_limited)."""
+
+    __slots__ = ("kind", "t", "bytes_in_flight", "bytes_in_flight_after", "packets", "spurious",
+                 "ack_delay", "app_limited", "ecn_ce", "rtt")
+
+    def __init__(self, kind, t, bytes_in_flight, bytes_in_flight_after, packets, rtt,
+                 spurious=(), ack_delay=0, app_limited=False, ecn_ce=False):
+        self.kind = kind
+        self.t = t
+        self.bytes_in_flight = bytes_in_flight            # before this event changes it
+        self.bytes_in_flight_after = bytes_in_flight_after
+        self.packets = packets
+        self.rtt = rtt                                    # (latest, smoothed, rttvar, min) µs
+        self.spurious = spurious
+        self.ack_delay = ack_delay
+        self.app_limited = app_limited
+        self.ecn_ce = ecn_ce
+
+    @property
+    def acked_bytes(self) -> int:
+        return sum(p[2] for p in self.packets)
+
+
+class Ledger:
+    """Packets in flight, declared lost, and the shared clocks."""
+
+    def __init__(self, header: Header):
+        self.max_datagram_size = header.max_datagram_size
+        self.rtt = Rtt(header.initial_rtt_us)
+        self.rtt_values = self.rtt.values()   # shared by events until the next sample
+        self.in_flight: dict[int, tuple] = {}  # pn -> (pn, sent_us, bytes, app_limited)
+        self.declared_lost: dict[int, tuple] = {}
+        self.bytes_in_flight = 0
+        self.last_sent_t = None
+        self.last_ack_t = None
+        self.last_loss_t = None
+
+    def resolve(self, ev) -> Resolved:
+        kind = type(ev)
+        before = self.bytes_in_flight
+        if kind is Sent:
+            t, pn, size, app_limited = ev   # unpacking beats NamedTuple attribute access
+            packet = (pn, t, size, app_limited)
+            self.in_flight[pn] = packet
+            self.bytes_in_flight = after = before + size
+            self.last_sent_t = t
+            return Resolved(SENT, t, before, after, (packet,), self.rtt_values, (), 0, app_limited)
+        if kind is Ack:
+            acked, spurious = [], []
+            pop_flight, pop_lost = self.in_flight.pop, self.declared_lost.pop
+            for pn in ev.pns:
+                packet = pop_flight(pn, None)
+                if packet is not None:
+                    acked.append(packet)
+                else:  # validated traces only ack sent packets: this one was declared lost
+                    spurious.append(pop_lost(pn))
+            self.bytes_in_flight = after = before - sum(p[2] for p in acked)
+            largest = spurious[-1] if spurious and (not acked or spurious[-1][0] > acked[-1][0]) else acked[-1]
+            # RFC 9002 §5.1: a sample when the largest acknowledged is newly acknowledged.
+            self.rtt.update(ev.t - largest[1], ev.ack_delay)
+            self.rtt_values = self.rtt.values()
+            self.last_ack_t = ev.t
+            return Resolved(ACKED, ev.t, before, after, tuple(acked), self.rtt_values,
+                            tuple(spurious), ev.ack_delay, ecn_ce=ev.ecn_ce)
+        if kind is Lost:
+            lost = []
+            for pn in ev.pns:
+                packet = self.in_flight.pop(pn)
+                self.declared_lost[pn] = packet
+                lost.append(packet)
+            self.bytes_in_flight = after = before - sum(p[2] for p in lost)
+            self.last_loss_t = ev.t
+            return Resolved(LOST, ev.t, before, after, tuple(lost), self.rtt_values)
+        if kind is PersistentCongestion:
+            return Resolved(PERSISTENT_CONGESTION, ev.t, before, before, (), self.rtt_values)
+        raise TypeError(f"not a trace event: {ev!r}")

@@ -1,0 +1,136 @@
+"""Open-loop replay: one trace through several controllers, checked step by step.
+
+    >>> from ccdiff.trace import load_trace
+    >>> result = replay(load_trace("examples/death-spiral.jsonl"), ["oracle", "oracle:idle=last-send"])
+    >>> [f.invariant for f in result.findings]
+    ['future-recovery-start', 'stuck-at-minimum', ...]
+
+The ledger resolves each event once; every controller sees the same resolved
+event.  Stacks are compared with the reference oracle of their family (CUBIC
+with `oracle`, Reno with `oracle-reno`), which runs hidden if not requested.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import SetupError
+from .invariants import Checker, Finding, Truth
+from .ledger import ACKED, Ledger
+from .native import AdapterError
+from .profiles import Profile, load_profile
+from .stacks import Target, load_recipes, open_controller, resolve
+from .trace import Trace
+
+REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
+
+
+@dataclass
+class Run:
+    target: Target
+    controller: object
+    checker: Checker
+    profile: Profile
+    snapshots: list = field(default_factory=list)
+    error: str | None = None
+    hidden: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.target.label
+
+
+@dataclass
+class ReplayResult:
+    trace: Trace
+    runs: dict            # label -> Run, in the order requested
+    findings: list        # Finding, ordered by stack then event
+
+    @property
+    def violations(self) -> list:
+        return [f for f in self.findings if f.status == "violation"]
+
+
+def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
+    header = trace.header
+    profile = load_profile(target.recipe)
+    controller = open_controller(target, header.max_datagram_size, header.initial_rtt_us)
+    provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
+    checker = Checker(target.label, header.max_datagram_size, target.family, profile.min_window_datagrams,
+                      provisional)
+    return Run(target, controller, checker, profile, hidden=hidden)
+
+
+def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
+    recipes = load_recipes()
+    targets = [resolve(spec, recipes) for spec in specs]
+    labels = [t.label for t in targets]
+    if len(set(labels)) != len(labels):
+        raise SetupError(f"a stack is named twice: {', '.join(labels)}")
+    runs = {t.label: _open_run(t, trace) for t in targets}
+    for family in sorted({t.family for t in targets if t.kind == "native"}):
+        ref = REFERENCE[family]
+        if ref not in runs:
+            runs[ref] = _open_run(resolve(ref, recipes), trace, hidden=True)
+    ledger, truth = Ledger(trace.header), Truth()
+    active = list(runs.values())
+    for index, event in enumerate(trace.events):
+        ev = ledger.resolve(event)
+        truth.update(ev)
+        for run in active:
+            if run.error is not None:
+                continue
+            try:
+                snap = run.controller.step(ev)
+            except (AdapterError, ArithmeticError, ValueError) as exc:
+                run.error = f"event {index}: {exc}"
+                run.checker.flag("adapter-error", index, ev.t, str(exc))
+                continue
+            before = run.snapshots[-1] if run.snapshots else None
+            run.snapshots.append(snap)
+            if check:
+                run.checker.check(index, ev, before, snap, truth)
+    findings = []
+    for run in runs.values():
+        if hasattr(run.controller, "close"):
+            run.controller.close()
+        if run.hidden:
+            continue
+        run_findings = run.checker.finish()
+        if check and run.target.kind == "native":
+            ref = runs[REFERENCE[run.target.family]]
+            divergence = compare_trajectories(run, ref, trace)
+            if divergence:
+                run_findings.append(divergence)
+        for finding in run_findings:
+            finding.line = trace.line_of(finding.event_index)
+            if run.profile.explaining(finding.invariant):
+                finding.status = "deviation"
+        findings.extend(sorted(run_findings, key=lambda f: f.event_index))
+    visible = {label: run for label, run in runs.items() if not run.hidden}
+    return ReplayResult(trace, visible, findings)
+
+
+def compare_trajectories(run: Run, ref: Run, trace: Trace) -> Finding | None:
+    """trajectory-divergence: cwnd beyond the profile's tolerance for a sustained stretch of ACKs."""
+    tolerance, sustain = run.profile.cwnd_rel_tolerance, run.profile.sustain_events
+    streak_start, streak, worst = None, 0, (0.0, 0, 0)
+    events = trace.events
+    for index, (mine, theirs) in enumerate(zip(run.snapshots, ref.snapshots)):
+        if type(events[index]).__name__ != "Ack":
+            continue
+        rel = abs(mine.cwnd - theirs.cwnd) / max(theirs.cwnd, 1)
+        if rel > tolerance:
+            if streak == 0:
+                streak_start = index
+            streak += 1
+            if rel > worst[0]:
+                worst = (rel, mine.cwnd, theirs.cwnd)
+            if streak >= sustain:
+                first = run.snapshots[streak_start], ref.snapshots[streak_start]
+                return Finding(run.label, "trajectory-divergence", streak_start, events[streak_start].t,
+                               f"cwnd {first[0].cwnd} vs oracle {first[1].cwnd} from this event on for "
+                               f"{sustain}+ ACKs (tolerance {tolerance:.0%}); worst {worst[1]} vs "
+                               f"{worst[2]} ({worst[0]:.0%})")
+        else:
+            streak = 0
+    return None

@@ -1,0 +1,153 @@
+"""The stacks ccdiff knows: the built-in oracles and implementations/<stack>/stack.toml."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import SetupError
+from .paths import build_dir, implementations_dir
+from .spec import Spec, parse_spec
+
+ORACLES = {
+    "oracle": "RFC 9438 CUBIC reference (options: idle=correct|last-send|none, "
+              "fast_convergence=on|off, undo=on|off)",
+    "oracle-reno": "RFC 9002 NewReno reference (the control)",
+}
+LIBRARY_NAME = "libccdiff_adapter.so"
+
+
+@dataclass
+class StackRecipe:
+    name: str
+    folder: Path
+    language: str
+    default_version: str
+    versions: dict            # version -> {"url", "sha256", "subdir"}
+    options: list
+    aliases: dict             # alias -> "key=value,..."
+    description: str = ""
+    loss_applied_with_ack: bool = False  # loss snapshots are provisional (docs/adapters.md)
+
+    def build_folder(self, version: str) -> Path:
+        return build_dir() / self.name / version
+
+    def library(self, version: str) -> Path:
+        return self.build_folder(version) / LIBRARY_NAME
+
+
+@dataclass
+class Target:
+    """A spec resolved to something that can be opened."""
+    spec: Spec
+    label: str                   # what reports call it, e.g. quiche@0.26.0:idle_fix=off
+    kind: str                    # "oracle" or "native"
+    family: str                  # "cubic" or "reno": which reference oracle it is compared with
+    recipe: StackRecipe | None = None
+    version: str | None = None
+    options: tuple = field(default=())
+
+    @property
+    def options_text(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.options)
+
+
+def load_recipes() -> dict[str, StackRecipe]:
+    recipes = {}
+    root = implementations_dir()
+    for path in sorted(root.glob("*/stack.toml")):
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise SetupError(f"{path}: {exc}") from None
+        versions = {v["version"]: v for v in data.get("versions", [])}
+        recipes[data["name"]] = StackRecipe(
+            name=data["name"], folder=path.parent, language=data.get("language", ""),
+            default_version=data.get("default_version") or next(iter(versions), ""),
+            versions=versions, options=data.get("options", []),
+            aliases=data.get("aliases", {}), description=data.get("description", ""),
+            loss_applied_with_ack=bool(data.get("loss_applied_with_ack", False)))
+    return recipes
+
+
+def _family(options: tuple) -> str:
+    cc = dict(options).get("cc", "cubic")
+    return "reno" if cc in ("reno", "newreno") else "cubic"
+
+
+def resolve(spec: Spec | str, recipes: dict | None = None) -> Target:
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    if spec.name in ORACLES:
+        if spec.version:
+            raise SetupError(f"{spec}: the oracle has no versions")
+        family = "reno" if spec.name == "oracle-reno" else "cubic"
+        return Target(spec, str(spec), "oracle", family, options=spec.options)
+    recipes = load_recipes() if recipes is None else recipes
+    name, options = spec.name, spec.options
+    if name not in recipes:
+        for recipe in recipes.values():
+            if name in recipe.aliases:
+                alias_opts = parse_spec(f"x:{recipe.aliases[name]}").options
+                name, options = recipe.name, alias_opts + options
+                break
+        else:
+            known = sorted(ORACLES) + sorted(recipes) + sorted(a for r in recipes.values() for a in r.aliases)
+            raise SetupError(f"unknown stack {spec.name!r}; known: {', '.join(known)}")
+    recipe = recipes[name]
+    version = spec.version or recipe.default_version
+    if version not in recipe.versions and not version.startswith("local-"):
+        raise SetupError(f"{spec}: {name} has no pinned version {version}; pinned: "
+                         f"{', '.join(recipe.versions)} (or build a local checkout with "
+                         f"`ccdiff build {name} --source DIR`)")
+    return Target(spec, str(spec), "native", _family(options), recipe, version, options)
+
+
+def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int):
+    """A fresh controller for one run.  Raises SetupError with the fixing command."""
+    if target.kind == "oracle":
+        from oracle import Cubic, NewReno
+        opts = dict(target.options)
+        if target.spec.name == "oracle-reno":
+            if opts:
+                raise SetupError(f"{target.label}: oracle-reno takes no options")
+            return NewReno(max_datagram_size, initial_rtt_us)
+        return _open_cubic_oracle(target.label, opts, max_datagram_size, initial_rtt_us)
+    from .native import NativeController
+    library = target.recipe.library(target.version)
+    if not library.exists():
+        raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
+                         f"ccdiff build {target.recipe.name}@{target.version}")
+    return NativeController(str(library), max_datagram_size, initial_rtt_us, target.options_text)
+
+
+def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):
+    from oracle import IDLE_MODES, Cubic
+    switches = {"on": True, "off": False}
+    kwargs = {}
+    for key, value in opts.items():
+        if key == "idle" and value in IDLE_MODES:
+            kwargs["idle"] = value
+        elif key in ("fast_convergence", "undo") and value in switches:
+            kwargs[key] = switches[value]
+        else:
+            raise SetupError(f"{label}: unknown option {key}={value}; the oracle accepts "
+                             f"idle={'|'.join(IDLE_MODES)}, fast_convergence=on|off, undo=on|off")
+    return Cubic(mds, initial_rtt_us, **kwargs)
+
+
+def available() -> list[dict]:
+    """Every stack and version, with whether it is built (for `ccdiff stacks`)."""
+    rows = [{"stack": name, "version": "", "built": True, "note": note} for name, note in ORACLES.items()]
+    for recipe in load_recipes().values():
+        versions = list(recipe.versions)
+        folder = build_dir() / recipe.name
+        if folder.is_dir():
+            versions += sorted(p.name for p in folder.iterdir() if p.name.startswith("local-"))
+        for version in versions:
+            built = recipe.library(version).exists()
+            names = [recipe.name] + sorted(recipe.aliases)
+            for name in names:
+                rows.append({"stack": name, "version": version, "built": built,
+                             "note": recipe.aliases.get(name, "") or ", ".join(recipe.options)})
+    return rows

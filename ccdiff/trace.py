@@ -1,0 +1,318 @@
+"""The ccdiff trace format: JSON Lines, a versioned header, then events.
+
+Example (docs/trace-format.md has the full reference)::
+
+    {"ccdiff_trace": 1, "max_datagram_size": 1200}
+    {"t": 0, "ev": "sent", "pn": 0, "bytes": 1200}
+    {"t": 10000, "ev": "ack", "pns": [0], "ack_delay": 0}
+
+Parsing validates as it goes, so a trace that loads is causally consistent:
+time never goes backwards, packet numbers increase, an ACK or a loss names
+only packets that were sent and are still unacknowledged.  Every error names
+the file, the line and what was expected.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple, Union
+
+TRACE_VERSION = 1
+DEFAULT_MAX_DATAGRAM_SIZE = 1200
+DEFAULT_INITIAL_RTT_US = 333_000  # RFC 9002 §6.2.2: kInitialRtt = 333 ms
+MAX_PACKET_BYTES = 65_527         # RFC 9000 §18.2: max_udp_payload_size upper bound
+MAX_TIME_US = 2**53               # well inside int64 and exact in a double
+MAX_PN = 2**62 - 1                # RFC 9000 §17.1
+
+
+class TraceError(Exception):
+    """A malformed or impossible trace: where, and what was expected."""
+
+    def __init__(self, source: str, line: int, reason: str):
+        super().__init__(f"{source}:{line}: {reason}")
+        self.source, self.line, self.reason = source, line, reason
+
+
+class Sent(NamedTuple):
+    t: int
+    pn: int
+    bytes: int
+    app_limited: bool = False
+
+
+class Ack(NamedTuple):
+    t: int
+    pns: tuple  # newly acknowledged packet numbers, ascending
+    ack_delay: int = 0
+    ecn_ce: bool = False
+
+
+class Lost(NamedTuple):
+    t: int
+    pns: tuple  # packets declared lost, ascending
+
+
+class PersistentCongestion(NamedTuple):
+    t: int
+
+
+Event = Union[Sent, Ack, Lost, PersistentCongestion]
+EVENT_NAMES = {Sent: "sent", Ack: "ack", Lost: "lost", PersistentCongestion: "persistent_congestion"}
+
+
+@dataclass
+class Header:
+    max_datagram_size: int = DEFAULT_MAX_DATAGRAM_SIZE
+    initial_rtt_us: int = DEFAULT_INITIAL_RTT_US
+    name: str = ""
+    comment: str = ""
+
+
+@dataclass
+class Trace:
+    header: Header
+    events: list
+    source: str = "<trace>"
+    lines: list = field(default_factory=list)  # source line of each event
+
+    def line_of(self, index: int) -> int:
+        return self.lines[index] if index < len(self.lines) else 0
+
+
+_HEADER_FIELDS = {"ccdiff_trace", "max_datagram_size", "initial_rtt_us", "name", "comment"}
+_EVENT_FIELDS = {
+    "sent": ({"t", "ev", "pn", "bytes"}, {"app_limited"}),
+    "ack": ({"t", "ev", "pns"}, {"ack_delay", "ecn_ce"}),
+    "lost": ({"t", "ev", "pns"}, set()),
+    "persistent_congestion": ({"t", "ev"}, set()),
+}
+
+
+def _int(obj: dict, key: str, lo: int, hi: int, fail) -> int:
+    value = obj[key]
+    # bool is a subclass of int in Python; a trace saying true for a time is wrong.
+    if not isinstance(value, int) or isinstance(value, bool):
+        fail(f'"{key}" must be an integer, got {json.dumps(value)}')
+    if not lo <= value <= hi:
+        fail(f'"{key}" must be between {lo} and {hi}, got {value}')
+    return value
+
+
+def _bool(obj: dict, key: str, fail) -> bool:
+    value = obj.get(key, False)
+    if not isinstance(value, bool):
+        fail(f'"{key}" must be true or false, got {json.dumps(value)}')
+    return value
+
+
+def _pns(obj: dict, fail) -> tuple:
+    items = obj["pns"]
+    if not isinstance(items, list) or not items:
+        fail('"pns" must be a non-empty list of packet numbers or [lo, hi] ranges')
+    out = []
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool) and 0 <= item <= MAX_PN:
+            out.append(item)
+        elif (isinstance(item, list) and len(item) == 2
+              and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_PN for x in item)):
+            lo, hi = item
+            if lo > hi:
+                fail(f"range [{lo}, {hi}] in \"pns\" has lo > hi")
+            if hi - lo > 1_000_000:
+                fail(f"range [{lo}, {hi}] in \"pns\" is larger than 1000000 packets")
+            out.extend(range(lo, hi + 1))
+        else:
+            fail(f'"pns" items must be packet numbers or [lo, hi] ranges, got {json.dumps(item)}')
+    pns = tuple(sorted(set(out)))
+    if len(pns) != len(out):
+        fail('"pns" names a packet number twice')
+    return pns
+
+
+class _Causality:
+    """Tracks packets so that impossible events are rejected at their line."""
+
+    def __init__(self):
+        self.sent_at: dict[int, int] = {}   # pn -> send time, for every packet sent
+        self.acked: set[int] = set()
+        self.lost: set[int] = set()
+        self.last_t = 0
+        self.last_pn = -1
+        self.last_event = None
+
+    def check(self, ev, fail) -> None:
+        if ev.t < self.last_t:
+            fail(f"time goes backwards: t={ev.t} after t={self.last_t}")
+        kind = type(ev)
+        if kind is Sent:
+            if ev.pn <= self.last_pn:
+                fail(f"packet number {ev.pn} is not above the previous one ({self.last_pn}); "
+                     "QUIC packet numbers increase (RFC 9000 §12.3)")
+            self.sent_at[ev.pn] = ev.t
+            self.last_pn = ev.pn
+        elif kind is Ack:
+            for pn in ev.pns:
+                if pn not in self.sent_at:
+                    fail(f"ACK of packet {pn}, which was never sent")
+                if pn in self.acked:
+                    fail(f"packet {pn} was already acknowledged; list only newly acknowledged packets")
+                if self.sent_at[pn] >= ev.t:
+                    fail(f"ACK at t={ev.t} of packet {pn} sent at t={self.sent_at[pn]}: "
+                         "an ACK needs a positive round-trip time")
+            self.acked.update(ev.pns)
+        elif kind is Lost:
+            for pn in ev.pns:
+                if pn not in self.sent_at:
+                    fail(f"loss of packet {pn}, which was never sent")
+                if pn in self.acked:
+                    fail(f"loss of packet {pn}, which was already acknowledged")
+                if pn in self.lost:
+                    fail(f"packet {pn} was already declared lost")
+            self.lost.update(ev.pns)
+        elif kind is PersistentCongestion:
+            prev = self.last_event
+            if type(prev) is not Lost or prev.t != ev.t:
+                fail('"persistent_congestion" must directly follow a "lost" event at the same time '
+                     "(loss detection declares it, RFC 9002 §7.6)")
+        self.last_t = ev.t
+        self.last_event = ev
+
+
+def _parse_header(obj, fail) -> Header:
+    if not isinstance(obj, dict) or "ccdiff_trace" not in obj:
+        fail('the first line must be the header, e.g. {"ccdiff_trace": 1, "max_datagram_size": 1200}')
+    unknown = set(obj) - _HEADER_FIELDS
+    if unknown:
+        fail(f"unknown header field {sorted(unknown)[0]!r}; known: {', '.join(sorted(_HEADER_FIELDS))}")
+    if obj["ccdiff_trace"] != TRACE_VERSION or isinstance(obj["ccdiff_trace"], bool):
+        fail(f"unsupported trace version {json.dumps(obj['ccdiff_trace'])}; this ccdiff reads version {TRACE_VERSION}")
+    header = Header()
+    if "max_datagram_size" in obj:
+        header.max_datagram_size = _int(obj, "max_datagram_size", 1200, MAX_PACKET_BYTES, fail)
+    if "initial_rtt_us" in obj:
+        header.initial_rtt_us = _int(obj, "initial_rtt_us", 1, 60_000_000, fail)
+    for key in ("name", "comment"):
+        if key in obj:
+            if not isinstance(obj[key], str):
+                fail(f'"{key}" must be a string')
+            setattr(header, key, obj[key])
+    return header
+
+
+def _parse_event(obj, fail):
+    if not isinstance(obj, dict):
+        fail(f"an event must be a JSON object, got {type(obj).__name__}")
+    name = obj.get("ev")
+    if name not in _EVENT_FIELDS:
+        fail(f'unknown or missing "ev" {json.dumps(name)}; expected one of: {", ".join(_EVENT_FIELDS)}')
+    required, optional = _EVENT_FIELDS[name]
+    missing = required - set(obj)
+    if missing:
+        fail(f'"{name}" event is missing field "{sorted(missing)[0]}"')
+    unknown = set(obj) - required - optional
+    if unknown:
+        fail(f'unknown field "{sorted(unknown)[0]}" in "{name}" event; '
+             f"known: {', '.join(sorted(required | optional))}")
+    t = _int(obj, "t", 0, MAX_TIME_US, fail)
+    if name == "sent":
+        return Sent(t, _int(obj, "pn", 0, MAX_PN, fail), _int(obj, "bytes", 1, MAX_PACKET_BYTES, fail),
+                    _bool(obj, "app_limited", fail))
+    if name == "ack":
+        delay = _int(obj, "ack_delay", 0, MAX_TIME_US, fail) if "ack_delay" in obj else 0
+        return Ack(t, _pns(obj, fail), delay, _bool(obj, "ecn_ce", fail))
+    if name == "lost":
+        return Lost(t, _pns(obj, fail))
+    return PersistentCongestion(t)
+
+
+def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
+    """Parse and validate a trace; raises TraceError naming source and line."""
+    header = None
+    events, event_lines = [], []
+    causality = _Causality()
+    lineno = 0
+    for lineno, raw in enumerate(lines, start=1):
+        def fail(reason, _line=lineno):
+            raise TraceError(source, _line, reason)
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            fail(f"not valid JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            fail("not valid JSON (nested too deeply)")
+        if header is None:
+            header = _parse_header(obj, fail)
+            continue
+        ev = _parse_event(obj, fail)
+        causality.check(ev, fail)
+        events.append(ev)
+        event_lines.append(lineno)
+    if header is None:
+        raise TraceError(source, max(lineno, 1), "empty trace: expected a header line")
+    return Trace(header, events, source, event_lines)
+
+
+def parse_trace_text(text: str, source: str = "<string>") -> Trace:
+    return parse_lines(text.splitlines(), source)
+
+
+def load_trace(path: str) -> Trace:
+    """Read a trace file; unreadable or non-UTF-8 files become TraceError too."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return parse_lines(fh, path)
+    except OSError as exc:
+        raise TraceError(path, 0, f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(path, 0, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def _ranges(pns: tuple) -> list:
+    """Canonical pns: runs of two or more become [lo, hi]."""
+    out, i = [], 0
+    while i < len(pns):
+        j = i
+        while j + 1 < len(pns) and pns[j + 1] == pns[j] + 1:
+            j += 1
+        out.append(pns[i] if i == j else [pns[i], pns[j]])
+        i = j + 1
+    return out
+
+
+def event_to_dict(ev) -> dict:
+    kind = type(ev)
+    if kind is Sent:
+        d = {"t": ev.t, "ev": "sent", "pn": ev.pn, "bytes": ev.bytes}
+        if ev.app_limited:
+            d["app_limited"] = True
+        return d
+    if kind is Ack:
+        d = {"t": ev.t, "ev": "ack", "pns": _ranges(ev.pns)}
+        if ev.ack_delay:
+            d["ack_delay"] = ev.ack_delay
+        if ev.ecn_ce:
+            d["ecn_ce"] = True
+        return d
+    if kind is Lost:
+        return {"t": ev.t, "ev": "lost", "pns": _ranges(ev.pns)}
+    return {"t": ev.t, "ev": "persistent_congestion"}
+
+
+def header_to_dict(header: Header) -> dict:
+    d = {"ccdiff_trace": TRACE_VERSION, "max_datagram_size": header.max_datagram_size}
+    if header.initial_rtt_us != DEFAULT_INITIAL_RTT_US:
+        d["initial_rtt_us"] = header.initial_rtt_us
+    if header.name:
+        d["name"] = header.name
+    if header.comment:
+        d["comment"] = header.comment
+    return d
+
+
+def dump_trace(trace: Trace) -> str:
+    """Canonical text: the same trace always gives the same bytes."""
+    rows = [header_to_dict(trace.header)] + [event_to_dict(ev) for ev in trace.events]
+    return "".join(json.dumps(row, separators=(", ", ": ")) + "\n" for row in rows)

@@ -1,0 +1,538 @@
+/*
+ * ccdiff adapter for picoquic's CUBIC (picoquic/cubic.c) and NewReno
+ * (picoquic/newreno.c), ABI version 1 (implementations/include/ccdiff_adapter.h).
+ *
+ * No connection is built.  A calloc'ed picoquic_cnx_t + picoquic_path_t carry
+ * exactly the fields the controllers and their helpers (cc_common.c, pacing.c,
+ * picoquic_estimate_max_path_bandwidth in frames.c) read, and this file calls
+ * alg_notify() in the order picoquic's own ACK / loss / send code does.  Line
+ * references are to picoquic 1.1.53.0 (the aiopquic 0.6.1 sdist).
+ *
+ * Event mapping (per ccd_event):
+ *   CCD_SENT  -> what sender.c does around a packet: sender-limited / cwin-blocked
+ *                stamps, send_sequence, bytes_in_transit; picoquic has no CC send
+ *                hook, only cwin_blocked when a cwnd-limited sender finds the
+ *                window closed (cubic and newreno ignore it).
+ *   CCD_LOST  -> one picoquic_congestion_notification_repeat per packet
+ *                (loss_recovery.c:941), then the packet leaves bytes_in_transit.
+ *   CCD_PERSISTENT_CONGESTION -> picoquic has no RFC 9002 persistent congestion.
+ *                Its nearest mechanism is the retransmission timer, whose losses
+ *                are notified as picoquic_congestion_notification_timeout
+ *                (loss_recovery.c:942, is_timer_expired).  Those packets would
+ *                have been timer losses, not repeats, so the preceding CCD_LOST
+ *                group is rolled back and replayed as timeout notifications.
+ *   CCD_ACKED -> the order of picoquic_decode_ack_frame + process_decoded_packet_data:
+ *                acked ranges, spurious_repeat, ecn_ec, rtt_measurement, peak
+ *                bandwidth, loss detection (the CCD_LOST group of this same
+ *                instant, replayed here: picoquic detects those losses inside the
+ *                ACK, after the RTT update, frames.c:3101), acknowledgement.
+ * Not mirrored: picoquic's own RTT estimator (the harness's RFC 9002 values are
+ * used), path MTU resets on timer losses (loss_recovery.c:873-893; the trace's
+ * datagram size is fixed), restart_from_idle (sender.c:943-955; cubic and
+ * newreno ignore it) and the delivery-rate estimate (BBR-only).
+ */
+#include "picoquic_internal.h"
+#include "cc_common.h"
+/* The controllers' state structs are private to their .c files; the snapshot
+ * and the checkpoint need them, so the unmodified upstream files are compiled
+ * as part of this translation unit. */
+#include "cubic.c"
+#include "newreno.c"
+#include "ccdiff_adapter.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* frames.c:2811, not declared in any header. */
+void picoquic_estimate_max_path_bandwidth(picoquic_path_t* path_x, uint64_t send_time,
+    uint64_t delivery_time);
+
+/* Referenced by pacing.c:132 only when a path-quality callback is installed
+ * (never here); the real one lives in quicctx.c with the whole connection. */
+void picoquic_refresh_path_quality_thresholds(picoquic_path_t* path_x) { (void)path_x; }
+
+/* AEAD tag bytes: bytes_in_transit counts whole datagrams (sender.c:699,739)
+ * but acked/lost byte counts use packet->length, which excludes the tag
+ * (frames.c:3072 data_acked += length; checksum_overhead is 16 for AES-GCM and
+ * ChaCha20-Poly1305, picoquic_get_checksum_length). */
+#define PQ_CHECKSUM_OVERHEAD 16u
+
+/* picoquic's clock is wall-clock microseconds (picoquic_current_time), never 0,
+ * and 0 means "never" in the path stamps the controllers compare with send
+ * times (last_sender_limited_time, last_cwin_blocked_time, cubic.c:261,
+ * cc_common.c:215).  Trace time 0 is therefore mapped to 1000 s; snapshots
+ * are converted back to trace time. */
+#define PQ_CLOCK_BASE_US 1000000000ll
+
+static uint64_t pq_time(int64_t t) { return (uint64_t)(t + PQ_CLOCK_BASE_US); }
+static int64_t trace_time(uint64_t t) { return (int64_t)t - PQ_CLOCK_BASE_US; }
+
+typedef struct {
+  picoquic_cnx_t* cnx;
+  picoquic_path_t* path;
+  picoquic_path_t* paths[1];
+  const picoquic_congestion_algorithm_t* alg;
+  int is_cubic;
+  size_t alg_size;
+  int sender_app_limited; /* the last CCD_SENT was app-limited */
+  /* Losses declared at group_t and not yet followed by another kind of event,
+   * with the state from just before the first of them. */
+  int group_open;
+  int group_timeout; /* a CCD_PERSISTENT_CONGESTION turned them into timer losses */
+  int64_t group_t;
+  picoquic_cnx_t ck_cnx;
+  picoquic_path_t ck_path;
+  union { picoquic_cubic_state_t c; picoquic_newreno_state_t n; } ck_alg;
+  ccd_packet* pend;
+  size_t n_pend, cap_pend;
+  char err[256];
+} ctl_t;
+
+uint32_t ccd_abi_version(void) { return CCD_ABI_VERSION; }
+
+const char* ccd_describe(void)
+{
+  return "picoquic " PICOQUIC_VERSION " cubic; options: cc=cubic|newreno";
+}
+
+static int parse_options(const char* opts, int* is_cubic, char* err, size_t err_len)
+{
+  *is_cubic = 1;
+  if (opts == NULL) return 0;
+  const char* s = opts;
+  while (*s) {
+    const char* end = strchr(s, ',');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    char item[128];
+    if (n >= sizeof(item)) n = sizeof(item) - 1;
+    memcpy(item, s, n);
+    item[n] = 0;
+    if (n > 0) {
+      char* eq = strchr(item, '=');
+      if (eq == NULL) {
+        snprintf(err, err_len, "picoquic: option '%s' is not key=value (accepted: cc=cubic|newreno)", item);
+        return -1;
+      }
+      *eq = 0;
+      const char* v = eq + 1;
+      if (strcmp(item, "cc") == 0) {
+        if (strcmp(v, "cubic") == 0) *is_cubic = 1;
+        else if (strcmp(v, "newreno") == 0) *is_cubic = 0;
+        else {
+          snprintf(err, err_len, "picoquic: option cc: unknown value '%s' (accepted: cubic|newreno)", v);
+          return -1;
+        }
+      } else {
+        snprintf(err, err_len, "picoquic: unknown option '%s' (accepted: cc=cubic|newreno)", item);
+        return -1;
+      }
+    }
+    if (!end) break;
+    s = end + 1;
+  }
+  return 0;
+}
+
+void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
+{
+  int is_cubic;
+  if (err && err_len) err[0] = 0;
+  if (cfg == NULL || cfg->max_datagram_size == 0) {
+    snprintf(err, err_len, "picoquic: max_datagram_size must be > 0");
+    return NULL;
+  }
+  if (cfg->max_datagram_size <= PQ_CHECKSUM_OVERHEAD) {
+    snprintf(err, err_len, "picoquic: max_datagram_size must exceed the %u-byte AEAD tag", PQ_CHECKSUM_OVERHEAD);
+    return NULL;
+  }
+  if (parse_options(cfg->options, &is_cubic, err, err_len) != 0) return NULL;
+
+  ctl_t* c = (ctl_t*)calloc(1, sizeof(ctl_t));
+  if (c == NULL) return NULL;
+  c->cnx = (picoquic_cnx_t*)calloc(1, sizeof(picoquic_cnx_t));
+  c->path = (picoquic_path_t*)calloc(1, sizeof(picoquic_path_t));
+  if (c->cnx == NULL || c->path == NULL) {
+    free(c->cnx); free(c->path); free(c);
+    snprintf(err, err_len, "picoquic: out of memory");
+    return NULL;
+  }
+  picoquic_cnx_t* cnx = c->cnx;
+  picoquic_path_t* path = c->path;
+
+  /* A single-path 1-RTT connection in the ready state. */
+  c->paths[0] = path;
+  cnx->path = c->paths;
+  cnx->nb_paths = 1;
+  cnx->nb_path_alloc = 1;
+  cnx->cnx_state = picoquic_state_ready;
+  cnx->is_multipath_enabled = 0; /* cc_common.c:31 uses cnx->pkt_ctx[application] */
+  cnx->is_time_stamp_enabled = 0; /* HyStart on RTT, not one-way delay (cubic.c:352) */
+  cnx->local_parameters.max_ack_delay = PICOQUIC_ACK_DELAY_MAX; /* quicctx.c:1427 */
+  /* picoquic_init_packet_ctx, quicctx.c:3040-3051: send_sequence 0, so
+   * highest_acknowledged starts at 0 - 1 = UINT64_MAX ("none yet"). */
+  picoquic_packet_context_t* pkt_ctx = &cnx->pkt_ctx[picoquic_packet_context_application];
+  pkt_ctx->send_sequence = 0;
+  cnx->start_time = pq_time(0);
+  pkt_ctx->highest_acknowledged = pkt_ctx->send_sequence - 1;
+  pkt_ctx->latest_time_acknowledged = cnx->start_time;
+  pkt_ctx->highest_acknowledged_time = cnx->start_time;
+
+  /* picoquic_create_path, quicctx.c:1930-1948; the harness owns the RTT
+   * estimator, so the initial smoothed RTT is the trace's, not 250 ms. */
+  path->cnx = cnx;
+  path->smoothed_rtt = (uint64_t)cfg->initial_rtt_us;
+  path->rtt_variant = 0;
+  path->rtt_min = 0;
+  path->retransmit_timer = PICOQUIC_INITIAL_RETRANSMIT_TIMER;
+  path->cwin = PICOQUIC_CWIN_INITIAL;
+  path->bytes_in_transit = 0;
+  picoquic_pacing_init(&path->pacing, pq_time(0));
+  path->send_mtu = cfg->max_datagram_size;
+
+  c->is_cubic = is_cubic;
+  c->alg = is_cubic ? picoquic_cubic_algorithm : picoquic_newreno_algorithm;
+  c->alg_size = is_cubic ? sizeof(picoquic_cubic_state_t) : sizeof(picoquic_newreno_state_t);
+  cnx->congestion_alg = c->alg;
+  /* picoquic_set_congestion_algorithm_ex, quicctx.c:5143: alg_init(path, NULL, now). */
+  c->alg->alg_init(path, NULL, pq_time(0));
+  if (path->congestion_alg_state == NULL) {
+    free(c->cnx); free(c->path); free(c);
+    snprintf(err, err_len, "picoquic: alg_init failed");
+    return NULL;
+  }
+  return c;
+}
+
+const char* ccd_last_error(void* ctl) { return ((ctl_t*)ctl)->err; }
+
+void ccd_close(void* ctl)
+{
+  ctl_t* c = (ctl_t*)ctl;
+  if (c == NULL) return;
+  c->alg->alg_delete(c->path);
+  free(c->pend);
+  free(c->cnx);
+  free(c->path);
+  free(c);
+}
+
+static void notify(ctl_t* c, picoquic_congestion_notification_t n, picoquic_per_ack_state_t* st, int64_t now)
+{
+  c->alg->alg_notify(c->cnx, c->path, n, st, pq_time(now));
+}
+
+static uint64_t pkt_len(const ccd_packet* p)
+{
+  return p->bytes > PQ_CHECKSUM_OVERHEAD ? p->bytes - PQ_CHECKSUM_OVERHEAD : 0;
+}
+
+static int fail(ctl_t* c, const char* msg, uint64_t pn)
+{
+  snprintf(c->err, sizeof(c->err), "picoquic adapter: %s (pn %llu)", msg, (unsigned long long)pn);
+  return -1;
+}
+
+/* The harness's RFC 9002 estimator stands in for picoquic's (timing.c). */
+static void set_rtt(ctl_t* c, const ccd_event* ev)
+{
+  c->path->smoothed_rtt = (uint64_t)ev->rtt.smoothed_us;
+  c->path->rtt_variant = (uint64_t)ev->rtt.rttvar_us;
+  c->path->rtt_min = (uint64_t)ev->rtt.min_us;
+}
+
+static void on_sent(ctl_t* c, const ccd_packet* p, int app_limited, int64_t now)
+{
+  picoquic_path_t* path = c->path;
+  picoquic_packet_context_t* pkt_ctx = &c->cnx->pkt_ctx[picoquic_packet_context_application];
+
+  /* The stream scheduler found nothing more to send: sender.c:1426. */
+  c->sender_app_limited = app_limited;
+  if (app_limited) path->last_sender_limited_time = pq_time(now);
+  /* sender.c:880 send_sequence++ (the trace's packet number is the sequence). */
+  if (p->pn + 1 > pkt_ctx->send_sequence) pkt_ctx->send_sequence = p->pn + 1;
+  path->latest_sent_time = pq_time(now); /* sender.c:882 */
+  /* picoquic_queue_for_retransmit, sender.c:697-707. */
+  path->bytes_in_transit += p->bytes;
+  path->is_cc_data_updated = 1;
+  if (path->bytes_in_transit >= path->cwin) path->last_cwin_blocked_time = pq_time(now);
+  picoquic_update_pacing_after_send(path, p->bytes, pq_time(now));
+  path->last_sent_time = pq_time(now); /* sender.c:956 */
+  if (!app_limited) {
+    /* Not app-limited means cwnd-limited (ccdiff_adapter.h): the sender's next
+     * attempt finds the window closed, sender.c:2601-2610. */
+    picoquic_per_ack_state_t st = { 0 };
+    st.pc = picoquic_packet_context_application;
+    path->last_cwin_blocked_time = pq_time(now);
+    notify(c, picoquic_congestion_notification_cwin_blocked, &st, now);
+  }
+}
+
+/* picoquic_count_and_notify_loss (loss_recovery.c:895-945), then the dequeue
+ * that removes the packet from bytes_in_transit (loss_recovery.c:867, sender.c:739). */
+static int apply_loss(ctl_t* c, const ccd_packet* p, int timeout, int64_t now)
+{
+  picoquic_path_t* path = c->path;
+  picoquic_per_ack_state_t st = { 0 };
+  if (path->bytes_in_transit < p->bytes) return fail(c, "lost packet not in bytes_in_transit", p->pn);
+  path->total_bytes_lost += pkt_len(p);
+  st.pc = picoquic_packet_context_application;
+  st.rtt_measurement = path->rtt_sample;
+  st.lost_packet_number = p->pn;
+  st.lost_packet_sent_time = pq_time(p->sent_us);
+  st.nb_bytes_newly_lost = pkt_len(p);
+  st.is_app_limited = p->app_limited ? 1 : 0;
+  notify(c, timeout ? picoquic_congestion_notification_timeout : picoquic_congestion_notification_repeat, &st, now);
+  path->bytes_in_transit -= p->bytes;
+  return 0;
+}
+
+static int apply_group(ctl_t* c, int64_t now)
+{
+  for (size_t i = 0; i < c->n_pend; i++) {
+    if (apply_loss(c, &c->pend[i], c->group_timeout, now) != 0) return -1;
+  }
+  return 0;
+}
+
+static void checkpoint(ctl_t* c)
+{
+  c->ck_cnx = *c->cnx;
+  c->ck_path = *c->path;
+  memcpy(&c->ck_alg, c->path->congestion_alg_state, c->alg_size);
+}
+
+static void rollback(ctl_t* c)
+{
+  *c->cnx = c->ck_cnx;
+  *c->path = c->ck_path;
+  memcpy(c->path->congestion_alg_state, &c->ck_alg, c->alg_size);
+}
+
+static int on_lost(ctl_t* c, const ccd_event* ev)
+{
+  if (!(c->group_open && c->group_t == ev->now_us && !c->group_timeout)) {
+    checkpoint(c);
+    c->group_open = 1;
+    c->group_timeout = 0;
+    c->group_t = ev->now_us;
+    c->n_pend = 0;
+  }
+  if (c->n_pend + ev->n_packets > c->cap_pend) {
+    size_t cap = (c->n_pend + ev->n_packets) * 2;
+    ccd_packet* np = (ccd_packet*)realloc(c->pend, cap * sizeof(ccd_packet));
+    if (np == NULL) return fail(c, "out of memory", 0);
+    c->pend = np;
+    c->cap_pend = cap;
+  }
+  for (uint32_t i = 0; i < ev->n_packets; i++) {
+    c->pend[c->n_pend++] = ev->packets[i];
+    if (apply_loss(c, &ev->packets[i], 0, ev->now_us) != 0) return -1;
+  }
+  return 0;
+}
+
+static int on_persistent_congestion(ctl_t* c, const ccd_event* ev)
+{
+  if (!c->group_open || c->group_t != ev->now_us) {
+    snprintf(c->err, sizeof(c->err), "picoquic adapter: persistent_congestion must follow a lost event at the same time");
+    return -1;
+  }
+  if (c->group_timeout) return 0;
+  /* Replay the group as retransmission-timer losses (loss_recovery.c:942). */
+  rollback(c);
+  set_rtt(c, ev);
+  c->group_timeout = 1;
+  return apply_group(c, ev->now_us);
+}
+
+static int on_acked(ctl_t* c, const ccd_event* ev)
+{
+  picoquic_path_t* path = c->path;
+  picoquic_packet_context_t* pkt_ctx = &c->cnx->pkt_ctx[picoquic_packet_context_application];
+  int64_t now = ev->now_us;
+  int replay = c->group_open && c->group_t == now && !c->group_timeout;
+
+  /* Losses found by this ACK: picoquic detects them after the acked ranges and
+   * the RTT update (frames.c:3101), so undo them and replay them below.  Timer
+   * losses (persistent congestion) happened before the ACK arrived. */
+  if (replay) {
+    rollback(c);
+    set_rtt(c, ev);
+  }
+
+  const ccd_packet* top = NULL; /* largest newly acknowledged */
+  for (uint32_t i = 0; i < ev->n_packets; i++)
+    if (top == NULL || ev->packets[i].pn > top->pn) top = &ev->packets[i];
+  for (uint32_t i = 0; i < ev->n_spurious; i++)
+    if (top == NULL || ev->spurious[i].pn > top->pn) top = &ev->spurious[i];
+
+  /* picoquic_find_acked_packet, frames.c:3143-3150, and frames.c:3898-3903. */
+  uint64_t largest_in_path = 0;
+  if (top != NULL && (top->pn > pkt_ctx->highest_acknowledged || pkt_ctx->highest_acknowledged == UINT64_MAX)) {
+    pkt_ctx->highest_acknowledged = top->pn;
+    pkt_ctx->highest_acknowledged_time = pq_time(now);
+    if (pkt_ctx->latest_time_acknowledged < pq_time(top->sent_us))
+      pkt_ctx->latest_time_acknowledged = pq_time(top->sent_us);
+    largest_in_path = top->pn;
+  }
+
+  /* Acked ranges, largest first (picoquic_process_ack_range, frames.c:3772-3830). */
+  const ccd_packet* first = NULL; /* first packet recorded: frames.c:3056-3072 */
+  uint64_t data_acked = 0;
+  for (uint32_t k = ev->n_packets; k-- > 0;) {
+    const ccd_packet* p = &ev->packets[k];
+    if (path->bytes_in_transit < p->bytes) return fail(c, "acked packet not in bytes_in_transit", p->pn);
+    path->delivered += pkt_len(p);                        /* frames.c:3795 */
+    if (pq_time(p->sent_us) > path->last_time_acked_data_frame_sent)
+      path->last_time_acked_data_frame_sent = pq_time(p->sent_us); /* frames.c:3638 */
+    if (first == NULL) first = p;
+    data_acked += pkt_len(p);                             /* frames.c:3072 */
+    path->bytes_in_transit -= p->bytes;                   /* sender.c:739 */
+  }
+  /* picoquic_check_spurious_retransmission, frames.c:2643-2715: the packet is
+   * recorded as acked too, then spurious_repeat is notified. */
+  for (uint32_t k = ev->n_spurious; k-- > 0;) {
+    const ccd_packet* p = &ev->spurious[k];
+    picoquic_per_ack_state_t st = { 0 };
+    if (pq_time(p->sent_us) > path->last_time_acked_data_frame_sent)
+      path->last_time_acked_data_frame_sent = pq_time(p->sent_us);
+    if (first == NULL) first = p;
+    data_acked += pkt_len(p);
+    path->total_bytes_lost = path->total_bytes_lost > pkt_len(p) ? path->total_bytes_lost - pkt_len(p) : 0;
+    st.pc = picoquic_packet_context_application;
+    st.lost_packet_number = p->pn;
+    notify(c, picoquic_congestion_notification_spurious_repeat, &st, now);
+  }
+
+  /* ECN counts, end of picoquic_decode_ack_frame, frames.c:3994-4003. */
+  if (ev->flags & CCD_FLAG_ECN_CE) {
+    picoquic_per_ack_state_t st = { 0 };
+    st.pc = picoquic_packet_context_application;
+    st.lost_packet_number = largest_in_path;
+    notify(c, picoquic_congestion_notification_ecn_ec, &st, now);
+  }
+
+  if (first != NULL) {
+    /* process_decoded_packet_data, frames.c:3079-3136. */
+    uint64_t send_time = pq_time(first->sent_us);
+    /* picoquic_update_path_rtt, timing.c:194-206: the sample, less the ACK delay
+     * once RTT is initialized; notified at timing.c:303-311. */
+    uint64_t rtt_estimate = 0;
+    if (pq_time(now) > send_time) {
+      uint64_t ack_delay = ev->ack_delay_us > 0 ? (uint64_t)ev->ack_delay_us : 0;
+      rtt_estimate = pq_time(now) - send_time;
+      if (path->rtt_is_initialized && ack_delay > 0) {
+        if (ack_delay > c->cnx->local_parameters.max_ack_delay) ack_delay = c->cnx->local_parameters.max_ack_delay;
+        if (path->rtt_min + ack_delay < rtt_estimate) rtt_estimate -= ack_delay;
+      }
+    }
+    path->rtt_sample = rtt_estimate;
+    path->rtt_is_initialized = 1;
+    {
+      picoquic_per_ack_state_t st = { 0 };
+      st.pc = picoquic_packet_context_application;
+      st.rtt_measurement = rtt_estimate;
+      notify(c, picoquic_congestion_notification_rtt_measurement, &st, now);
+    }
+    /* frames.c:3097 (the delivery-rate estimate of frames.c:3092 feeds only ACK
+     * frequency and BBR-style controllers, not cubic/newreno). */
+    picoquic_estimate_max_path_bandwidth(path, send_time, pq_time(now));
+    /* Loss detection, frames.c:3099-3102. */
+    if (replay && apply_group(c, now) != 0) return -1;
+    /* The acknowledgement, frames.c:3104-3131, only with a non-zero RTT sample. */
+    if (path->rtt_sample > 0) {
+      picoquic_per_ack_state_t st = { 0 };
+      st.pc = picoquic_packet_context_application;
+      st.rtt_measurement = path->rtt_sample;
+      st.nb_bytes_acknowledged = data_acked;
+      st.is_app_limited = first->app_limited ? 1 : 0;
+      notify(c, picoquic_congestion_notification_acknowledgement, &st, now);
+    }
+  } else if (replay && apply_group(c, now) != 0) {
+    return -1;
+  }
+  /* After an incoming packet picoquic tries to send; an app-limited sender finds
+   * no stream data and stamps the path again (sender.c:1426 / 3315). */
+  if (c->sender_app_limited) path->last_sender_limited_time = pq_time(now);
+  c->group_open = 0;
+  return 0;
+}
+
+static void fill_snapshot(ctl_t* c, ccd_snapshot* out)
+{
+  picoquic_path_t* path = c->path;
+  memset(out, 0, sizeof(*out));
+  out->cwnd = path->cwin;
+  out->bytes_in_flight = path->bytes_in_transit;
+  out->recovery_start_us = CCD_NO_TIME;
+  out->epoch_start_us = CCD_NO_TIME;
+  out->w_max_bytes = NAN;
+  out->k_us = NAN;
+  if (c->is_cubic) {
+    picoquic_cubic_state_t* s = (picoquic_cubic_state_t*)path->congestion_alg_state;
+    out->ssthresh = s->ssthresh == UINT64_MAX ? CCD_NONE : s->ssthresh;
+    /* alg_state is the phase (cubic.c:31-35); picoquic never enters
+     * picoquic_cubic_alg_recovery (cubic.c:274-276): after a loss it goes
+     * straight to congestion avoidance, and a packet sent now has a number
+     * >= recovery_sequence, so its loss would count (cubic.c:333). */
+    out->phase = s->alg_state == picoquic_cubic_alg_slow_start ? CCD_PHASE_SLOW_START
+               : s->alg_state == picoquic_cubic_alg_recovery ? CCD_PHASE_RECOVERY
+               : CCD_PHASE_CONGESTION_AVOIDANCE;
+    /* Cubic marks recovery with a packet number (recovery_sequence), not a time. */
+    /* start_of_epoch is kept in every state (cubic.c:61,140,176,184,292). */
+    out->epoch_start_us = trace_time(s->start_of_epoch);
+    /* W_max is in packets of send_mtu (cubic.c:158); before the first
+     * congestion event it holds UINT64_MAX / send_mtu (cubic.c:59-60). */
+    if (!(s->W_max >= (double)UINT64_MAX / (double)path->send_mtu)) {
+      out->w_max_bytes = s->W_max * (double)path->send_mtu;
+      out->k_us = s->K * 1000000.0; /* K is in seconds (cubic.c:126) */
+    }
+  } else {
+    picoquic_newreno_state_t* s = (picoquic_newreno_state_t*)path->congestion_alg_state;
+    out->ssthresh = s->nrss.ssthresh == UINT64_MAX ? CCD_NONE : s->nrss.ssthresh;
+    out->phase = s->nrss.alg_state == picoquic_newreno_alg_slow_start ? CCD_PHASE_SLOW_START
+               : CCD_PHASE_CONGESTION_AVOIDANCE;
+    /* recovery_start is set on each congestion event (newreno.c:68). */
+    if (s->nrss.ssthresh != UINT64_MAX) out->recovery_start_us = trace_time(s->nrss.recovery_start);
+  }
+}
+
+int ccd_step(void* ctl, const ccd_event* ev, ccd_snapshot* out)
+{
+  ctl_t* c = (ctl_t*)ctl;
+  int ret = 0;
+  c->err[0] = 0;
+  if (ev->now_us < 0) {
+    snprintf(c->err, sizeof(c->err), "picoquic adapter: negative time %lld", (long long)ev->now_us);
+    return -1;
+  }
+  if (ev->kind != CCD_LOST && ev->kind != CCD_PERSISTENT_CONGESTION && ev->kind != CCD_ACKED)
+    c->group_open = 0;
+  if (ev->kind != CCD_PERSISTENT_CONGESTION) set_rtt(c, ev);
+  switch (ev->kind) {
+  case CCD_SENT:
+    if (ev->n_packets != 1) {
+      snprintf(c->err, sizeof(c->err), "picoquic adapter: sent event with %u packets", ev->n_packets);
+      return -1;
+    }
+    on_sent(c, &ev->packets[0], (ev->flags & CCD_FLAG_APP_LIMITED) != 0, ev->now_us);
+    break;
+  case CCD_LOST:
+    ret = on_lost(c, ev);
+    break;
+  case CCD_PERSISTENT_CONGESTION:
+    ret = on_persistent_congestion(c, ev);
+    break;
+  case CCD_ACKED:
+    ret = on_acked(c, ev);
+    break;
+  default:
+    snprintf(c->err, sizeof(c->err), "picoquic adapter: unknown event kind %u", ev->kind);
+    return -1;
+  }
+  if (ret != 0) return ret;
+  fill_snapshot(c, out);
+  return 0;
+}

@@ -1,0 +1,467 @@
+//! ccdiff adapter for quiche's congestion controller (CUBIC or Reno of the
+//! legacy `recovery/congestion/` module, the one `LegacyRecovery` drives).
+//!
+//! The hooks are reached through `quiche::ccdiff_internal`, a forwarding
+//! facade added at build time (../patches/).  This file calls them in the
+//! order quiche's `LegacyRecovery` (src/recovery/congestion/recovery.rs) and
+//! `Connection` (src/lib.rs) do.  Line references are to quiche 0.30.0
+//! unless marked otherwise; 0.26.0 has the same code a few lines earlier.
+//!
+//! Virtual time: one base `Instant` taken at `ccd_open` plus
+//! `Duration::from_micros(t)`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Once, OnceLock};
+use std::time::{Duration, Instant};
+
+use quiche::ccdiff_internal as q;
+
+const CCD_ABI_VERSION: u32 = 1;
+const CCD_NONE: u64 = u64::MAX;
+const CCD_NO_TIME: i64 = i64::MIN;
+
+const CCD_SENT: u32 = 1;
+const CCD_ACKED: u32 = 2;
+const CCD_LOST: u32 = 3;
+const CCD_PERSISTENT_CONGESTION: u32 = 4;
+
+const CCD_PHASE_SLOW_START: u32 = 1;
+const CCD_PHASE_CONGESTION_AVOIDANCE: u32 = 2;
+const CCD_PHASE_RECOVERY: u32 = 3;
+
+#[repr(C)]
+pub struct CcdPacket {
+    pn: u64,
+    sent_us: i64,
+    bytes: u32,
+    app_limited: u32,
+}
+
+#[repr(C)]
+pub struct CcdRtt {
+    latest_us: i64,
+    smoothed_us: i64,
+    rttvar_us: i64,
+    min_us: i64,
+}
+
+#[repr(C)]
+pub struct CcdEvent {
+    kind: u32,
+    flags: u32,
+    now_us: i64,
+    bytes_in_flight: u64,
+    packets: *const CcdPacket,
+    n_packets: u32,
+    n_spurious: u32,
+    spurious: *const CcdPacket,
+    ack_delay_us: i64,
+    rtt: CcdRtt,
+}
+
+#[repr(C)]
+pub struct CcdSnapshot {
+    cwnd: u64,
+    ssthresh: u64,
+    bytes_in_flight: u64,
+    phase: u32,
+    reserved: u32,
+    recovery_start_us: i64,
+    epoch_start_us: i64,
+    w_max_bytes: f64,
+    k_us: f64,
+}
+
+#[repr(C)]
+pub struct CcdConfig {
+    max_datagram_size: u32,
+    reserved: u32,
+    initial_rtt_us: i64,
+    options: *const c_char,
+}
+
+/// How quiche's `Congestion.app_limited` flag is driven (it gates all cwnd
+/// growth in cubic.rs/reno.rs on_packet_acked).
+#[derive(Clone, Copy, PartialEq)]
+enum AppLimited {
+    /// As a quiche `Connection`: on_packet_sent sets it to
+    /// `bytes_in_flight + sent < cwnd` (congestion/mod.rs:201), and every
+    /// `send()` loop then ends in `update_app_limited(false)`, both when the
+    /// cwnd is full (lib.rs:4517) and when nothing is left to send
+    /// (lib.rs:5377).  ACKs are processed in `recv()`, between send loops, so
+    /// they always see `false`.
+    Conn,
+    /// As quiche's unit tests (TestSender): only mod.rs:201.
+    Cc,
+    /// The trace's flag of the last sent packet (an idealised connection).
+    Trace,
+}
+
+struct Ctl {
+    base: Instant,
+    reno: bool,
+    app_limited: AppLimited,
+    cc: q::Cc,
+    rtt: q::Rtt,
+    /// Packets quiche still tracks as sent and neither acked nor lost.
+    sent: HashMap<u64, q::SentPacket>,
+    /// RecoveryEpoch.largest_acked_packet.
+    largest_acked: Option<u64>,
+    last_error: CString,
+}
+
+const OPTIONS: &str = "cc=cubic|reno, idle_fix=on|off, hystart=on|off, \
+                       app_limited=conn|cc|trace";
+
+// Peer's max_ack_delay transport parameter default (transport_params.rs:211);
+// the connection hands it to recovery on handshake (lib.rs:8041-8047).
+const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
+// Config defaults (lib.rs: DEFAULT_INITIAL_RTT, ..._CONGESTION_WINDOW_PACKETS).
+const DEFAULT_INITIAL_RTT: Duration = Duration::from_millis(333);
+const INITIAL_CWND_PACKETS: usize = 10;
+
+thread_local! {
+    static PANIC_MSG: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+static HOOK: Once = Once::new();
+
+fn install_panic_hook() {
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let msg = info.to_string().replace('\n', " ");
+            PANIC_MSG.with(|m| *m.borrow_mut() = Some(msg));
+        }));
+    });
+}
+
+fn panic_message() -> String {
+    PANIC_MSG
+        .with(|m| m.borrow_mut().take())
+        .unwrap_or_else(|| "panic".into())
+}
+
+fn parse_options(s: &str) -> Result<(q::Settings, AppLimited), String> {
+    let mut st = q::Settings {
+        reno: false,
+        hystart: true,                // Config default: hystart on
+        idle_fix: q::HAS_IDLE_FIX,    // Config default: fix on where it exists
+        max_datagram_size: 0,
+        initial_rtt: DEFAULT_INITIAL_RTT,
+        max_ack_delay: MAX_ACK_DELAY,
+        initial_congestion_window_packets: INITIAL_CWND_PACKETS,
+    };
+    let mut al = AppLimited::Conn;
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (k, v) = item
+            .split_once('=')
+            .ok_or(format!("option {item:?} is not key=value; accepted: {OPTIONS}"))?;
+        let bad = || format!("option {k}: unknown value {v:?}; accepted: {OPTIONS}");
+        let onoff = |v: &str| match v {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            _ => Err(bad()),
+        };
+        match k.trim() {
+            "cc" => {
+                st.reno = match v {
+                    "cubic" => false,
+                    "reno" => true,
+                    _ => return Err(bad()),
+                }
+            },
+            "hystart" => st.hystart = onoff(v)?,
+            "idle_fix" => {
+                st.idle_fix = onoff(v)?;
+                // 0.26 always behaves as idle_fix=off, so "off" is a no-op.
+                if st.idle_fix && !q::HAS_IDLE_FIX {
+                    return Err(format!(
+                        "option idle_fix=on: quiche {} has no \
+                         RecoveryConfig.enable_cubic_idle_restart_fix (added in \
+                         0.28.0); it always behaves as idle_fix=off",
+                        q::VERSION
+                    ));
+                }
+            },
+            "app_limited" => {
+                al = match v {
+                    "conn" => AppLimited::Conn,
+                    "cc" => AppLimited::Cc,
+                    "trace" => AppLimited::Trace,
+                    _ => return Err(bad()),
+                }
+            },
+            _ => return Err(format!("unknown option {k:?}; accepted: {OPTIONS}")),
+        }
+    }
+    Ok((st, al))
+}
+
+fn slice<'a>(p: *const CcdPacket, n: u32) -> &'a [CcdPacket] {
+    if n == 0 || p.is_null() {
+        &[]
+    } else {
+        // SAFETY: the harness passes n valid packets (ccdiff_adapter.h).
+        unsafe { std::slice::from_raw_parts(p, n as usize) }
+    }
+}
+
+impl Ctl {
+    fn at(&self, us: i64) -> Result<Instant, String> {
+        u64::try_from(us)
+            .map(|us| self.base + Duration::from_micros(us))
+            .map_err(|_| format!("negative time {us} us"))
+    }
+
+    fn us(&self, t: Option<Instant>) -> i64 {
+        match t {
+            None => CCD_NO_TIME,
+            Some(t) => match t.checked_duration_since(self.base) {
+                Some(d) => d.as_micros() as i64,
+                None => -((self.base - t).as_micros() as i64),
+            },
+        }
+    }
+
+    fn step(&mut self, ev: &CcdEvent, out: &mut CcdSnapshot) -> Result<(), String> {
+        let now = self.at(ev.now_us)?;
+        let pkts = slice(ev.packets, ev.n_packets);
+        let bif = ev.bytes_in_flight as usize;
+        let bytes: usize = pkts.iter().map(|p| p.bytes as usize).sum();
+        let bif_after = match ev.kind {
+            CCD_SENT => self.on_sent(ev, pkts, now)?,
+            CCD_LOST => self.on_lost(bif, pkts, bytes, now)?,
+            CCD_ACKED => self.on_acked(ev, pkts, bytes, now)?,
+            // LegacyRecovery never declares persistent congestion: nothing in
+            // recovery/congestion/ collapses the window (RFC 9002 7.6.2).
+            CCD_PERSISTENT_CONGESTION => bif,
+            k => return Err(format!("unknown event kind {k}")),
+        };
+        self.snapshot(now, bif_after as u64, out);
+        Ok(())
+    }
+
+    // LegacyRecovery::on_packet_sent (recovery.rs:618-647).
+    fn on_sent(&mut self, ev: &CcdEvent, pkts: &[CcdPacket], now: Instant) -> Result<usize, String> {
+        let [p] = pkts else {
+            return Err(format!("CCD_SENT carries {} packets, expected 1", pkts.len()));
+        };
+        // lib.rs:5515: the delivery-rate sampler is told before the send.
+        if p.app_limited != 0 {
+            self.cc.delivery_rate_update_app_limited(true);
+        }
+        // bytes_in_flight before this packet (recovery.rs:636-647); bytes_lost
+        // is LegacyRecovery.bytes_lost, which it never increments (:641).
+        let rec = self.cc.on_packet_sent(
+            ev.bytes_in_flight as usize, p.pn, p.bytes as usize, now, 0);
+        match self.app_limited {
+            AppLimited::Conn => self.cc.update_app_limited(false),
+            AppLimited::Cc => {},
+            AppLimited::Trace => self.cc.update_app_limited(p.app_limited != 0),
+        }
+        self.sent.insert(p.pn, rec);
+        Ok(ev.bytes_in_flight as usize + p.bytes as usize)
+    }
+
+    // LegacyRecovery::detect_lost_packets (recovery.rs:531-569); the harness
+    // delivers it before the CCD_ACKED of the ACK that revealed the loss, as
+    // on_ack_received does (:731, before on_packets_acked at :736).
+    fn on_lost(&mut self, bif: usize, pkts: &[CcdPacket], lost_bytes: usize, now: Instant) -> Result<usize, String> {
+        let Some(last) = pkts.last() else { return Ok(bif) };
+        // largest_lost_pkt is the last lost packet in pn order (:271).
+        let largest = self.sent.remove(&last.pn)
+            .ok_or(format!("lost packet {} was never sent or is already gone", last.pn))?;
+        // :546: checkpoint only when the packet was sent outside recovery.
+        if !self.cc.in_congestion_recovery(largest.time_sent()) {
+            self.cc.checkpoint();
+        }
+        // :550: bytes_in_flight still includes the lost bytes.
+        self.cc.congestion_event(bif, lost_bytes, &largest, now);
+        self.cc.add_lost_count(pkts.len()); // :568
+        for p in pkts {
+            self.sent.remove(&p.pn);
+        }
+        Ok(bif.saturating_sub(lost_bytes))
+    }
+
+    // LegacyRecovery::on_ack_received (recovery.rs:672-750).
+    fn on_acked(&mut self, ev: &CcdEvent, pkts: &[CcdPacket], acked_bytes: usize, now: Instant) -> Result<usize, String> {
+        let bif = ev.bytes_in_flight as usize;
+        // :699-701: an ACK of a packet declared lost undoes the last
+        // reduction, before anything else in this ACK.  Known gap: if this
+        // same ACK also revealed new losses, quiche rolls back *before* that
+        // congestion event (:731), but ccdiff delivered its CCD_LOST first.
+        if ev.n_spurious > 0 {
+            self.cc.rollback();
+        }
+        // :703: nothing newly acked, nothing more to do.
+        let Some(largest) = pkts.last() else { return Ok(bif) };
+        let mut recs = Vec::with_capacity(pkts.len());
+        for p in pkts {
+            recs.push(self.sent.remove(&p.pn)
+                .ok_or(format!("acked packet {} was never sent or is already gone", p.pn))?);
+        }
+        // :709-722: RTT sample when the largest newly acked packet is the
+        // largest acked so far (every traced packet is ack-eliciting);
+        // handshake_status.completed is true in steady state.
+        let largest_acked = self.largest_acked.map_or(largest.pn, |l| l.max(largest.pn));
+        self.largest_acked = Some(largest_acked);
+        if largest.pn == largest_acked {
+            let sent_at = recs.last().map_or(now, |r| r.time_sent());
+            let ack_delay = Duration::from_micros(ev.ack_delay_us.max(0) as u64);
+            self.rtt.update_rtt(now.saturating_duration_since(sent_at), ack_delay, now, true);
+        }
+        // ECN-CE (flag CCD_FLAG_ECN_CE) is ignored: quiche sends no ECT
+        // (lib.rs:4589) and never reads the ACK's ECN counts.
+        // :736: bytes_in_flight before the acked bytes are removed (:743).
+        let refs: Vec<&q::SentPacket> = recs.iter().collect();
+        self.cc.on_packets_acked(bif, &refs, &self.rtt, now);
+        Ok(bif.saturating_sub(acked_bytes))
+    }
+
+    fn snapshot(&self, now: Instant, bif: u64, out: &mut CcdSnapshot) {
+        let cc = &self.cc;
+        let ssthresh = cc.ssthresh();
+        // quiche's own phase: reno::state_str (reno.rs:146), which cubic's
+        // state_str calls; "conservative_slow_start" (HyStart++ CSS) maps to
+        // slow start.  Recovery = a packet sent now counts as in recovery
+        // (Congestion::in_congestion_recovery, mod.rs:169).
+        out.phase = if cc.hystart_in_css() || cc.congestion_window() < ssthresh {
+            CCD_PHASE_SLOW_START
+        } else if cc.in_congestion_recovery(now) {
+            CCD_PHASE_RECOVERY
+        } else {
+            CCD_PHASE_CONGESTION_AVOIDANCE
+        };
+        out.cwnd = cc.congestion_window() as u64;
+        out.ssthresh = if ssthresh == usize::MAX { CCD_NONE } else { ssthresh as u64 };
+        // The adapter drives Congestion, not LegacyRecovery, so this is the
+        // harness's count (event value + this event's change).
+        out.bytes_in_flight = bif;
+        out.reserved = 0;
+        let recovery = cc.congestion_recovery_start_time();
+        out.recovery_start_us = self.us(recovery);
+        if self.reno {
+            out.epoch_start_us = CCD_NO_TIME;
+            out.w_max_bytes = f64::NAN;
+            out.k_us = f64::NAN;
+        } else {
+            // CUBIC has no epoch field: t = now - congestion_recovery_start_time
+            // (cubic.rs:292-309), or - css_start_time while HyStart++ is in CSS
+            // (cubic.rs:280-281).  So the epoch is the recovery-start field.
+            let epoch = if cc.hystart_in_css() { cc.hystart_css_start_time() } else { recovery };
+            out.epoch_start_us = self.us(epoch);
+            out.w_max_bytes = cc.cubic_w_max(); // bytes; 0.0 until first set
+            out.k_us = cc.cubic_k() * 1e6;      // quiche keeps K in seconds
+        }
+    }
+}
+
+fn write_err(err: *mut c_char, len: usize, msg: &str) {
+    if err.is_null() || len == 0 {
+        return;
+    }
+    let n = msg.len().min(len - 1);
+    // SAFETY: the caller provides err_len writable bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(msg.as_ptr(), err as *mut u8, n);
+        *err.add(n) = 0;
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ccd_abi_version() -> u32 {
+    CCD_ABI_VERSION
+}
+
+#[no_mangle]
+pub extern "C" fn ccd_describe() -> *const c_char {
+    static DESC: OnceLock<CString> = OnceLock::new();
+    DESC.get_or_init(|| {
+        let idle = if q::HAS_IDLE_FIX { "" } else { " (this version: off only)" };
+        CString::new(format!(
+            "quiche {} cubic; options: cc=cubic|reno, idle_fix=on|off{idle}, \
+             hystart=on|off, app_limited=conn|cc|trace",
+            q::VERSION
+        ))
+        .unwrap()
+    })
+    .as_ptr()
+}
+
+fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
+    // SAFETY: the harness passes a valid config (or NULL, rejected here).
+    let cfg = unsafe { cfg.as_ref() }.ok_or("config is NULL")?;
+    let opts = if cfg.options.is_null() {
+        ""
+    } else {
+        unsafe { CStr::from_ptr(cfg.options) }.to_str().map_err(|_| "options are not UTF-8")?
+    };
+    let (mut st, app_limited) = parse_options(opts)?;
+    if cfg.max_datagram_size == 0 {
+        return Err("max_datagram_size is 0".into());
+    }
+    st.max_datagram_size = cfg.max_datagram_size as usize;
+    if cfg.initial_rtt_us > 0 {
+        st.initial_rtt = Duration::from_micros(cfg.initial_rtt_us as u64);
+    }
+    Ok(Box::new(Ctl {
+        base: Instant::now(),
+        reno: st.reno,
+        app_limited,
+        cc: q::Cc::new(&st),
+        rtt: q::Rtt::new(st.initial_rtt, st.max_ack_delay),
+        sent: HashMap::new(),
+        largest_acked: None,
+        last_error: CString::default(),
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn ccd_open(cfg: *const CcdConfig, err: *mut c_char, err_len: usize) -> *mut c_void {
+    install_panic_hook();
+    let r = catch_unwind(|| open(cfg)).unwrap_or_else(|_| Err(panic_message()));
+    match r {
+        Ok(ctl) => Box::into_raw(ctl) as *mut c_void,
+        Err(e) => {
+            write_err(err, err_len, &e);
+            std::ptr::null_mut()
+        },
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ccd_step(ctl: *mut c_void, ev: *const CcdEvent, out: *mut CcdSnapshot) -> i32 {
+    // SAFETY: ctl comes from ccd_open; ev/out are valid per the header.
+    let Some(ctl) = (unsafe { (ctl as *mut Ctl).as_mut() }) else { return -1 };
+    let (Some(ev), Some(out)) = (unsafe { ev.as_ref() }, unsafe { out.as_mut() }) else {
+        ctl.last_error = c"event or snapshot pointer is NULL".into();
+        return -1;
+    };
+    let r = catch_unwind(AssertUnwindSafe(|| ctl.step(ev, out)))
+        .unwrap_or_else(|_| Err(format!("quiche panicked: {}", panic_message())));
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            ctl.last_error = CString::new(e.replace('\0', " ")).unwrap_or_default();
+            -1
+        },
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ccd_last_error(ctl: *mut c_void) -> *const c_char {
+    match unsafe { (ctl as *const Ctl).as_ref() } {
+        Some(ctl) => ctl.last_error.as_ptr(),
+        None => c"no controller".as_ptr(),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ccd_close(ctl: *mut c_void) {
+    if !ctl.is_null() {
+        let _ = catch_unwind(|| drop(unsafe { Box::from_raw(ctl as *mut Ctl) }));
+    }
+}

@@ -1,0 +1,105 @@
+"""What RFC 9002 §7 says for every controller: windows, recovery periods, signals."""
+from __future__ import annotations
+
+import math
+
+from ccdiff.ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+from ccdiff.snapshot import (APP_LIMITED, CONGESTION_AVOIDANCE, RECOVERY, SLOW_START,
+                             Snapshot)
+
+INFINITE = math.inf
+
+
+class Controller:
+    """RFC 9002 §7 skeleton; subclasses supply growth and reduction.
+
+    Recovery (RFC 9002 §7.3.2): a congestion signal for a packet sent after
+    the start of the current recovery period starts a new one; the period
+    ends when a packet sent after its start is acknowledged.  The window does
+    not grow on ACKs of packets sent before the recovery start.
+    """
+
+    def __init__(self, max_datagram_size: int, initial_rtt_us: int):
+        self.mds = max_datagram_size
+        self.min_window = 2 * max_datagram_size                       # RFC 9002 §7.2
+        self.cwnd = min(10 * max_datagram_size, max(14720, 2 * max_datagram_size))  # §7.2
+        self.ssthresh = INFINITE
+        self.recovery_start = None
+        self.in_recovery = False
+        self.last_sent_app_limited = False
+        self.smoothed_rtt = initial_rtt_us
+
+    # -- the one entry point -------------------------------------------------
+    def step(self, ev) -> Snapshot:
+        kind = ev.kind
+        self.smoothed_rtt = ev.rtt[1]
+        if kind == ACKED:
+            self.on_ack(ev)
+        elif kind == SENT:
+            self.on_sent(ev)
+        elif kind == LOST:
+            self.on_lost(ev)
+        elif kind == PERSISTENT_CONGESTION:
+            self.on_persistent_congestion(ev)
+        return self.snapshot(ev)
+
+    # -- RFC 9002 §7 rules shared by CUBIC and NewReno -----------------------
+    def on_sent(self, ev) -> None:
+        self.last_sent_app_limited = ev.app_limited
+
+    def on_lost(self, ev) -> None:
+        # RFC 9002 B.8 OnPacketsLost: one congestion event, timed by the newest lost packet.
+        self.congestion_event(ev.t, max(p[1] for p in ev.packets))
+
+    def on_ack(self, ev) -> None:
+        if ev.ecn_ce and ev.packets:
+            # RFC 9002 §7.3.2 / B.7: a new CE count is a congestion signal for the largest acked.
+            self.congestion_event(ev.t, ev.packets[-1][1])
+        for packet in ev.packets:
+            sent_t = packet[1]
+            if self.in_congestion_recovery(sent_t):
+                continue                               # §7.3.2: no growth during recovery
+            self.in_recovery = False                   # §7.3.2: a post-recovery packet was acked
+            if packet[3]:
+                continue                               # §7.8: no growth when app-limited
+            if self.cwnd < self.ssthresh:
+                self.cwnd += packet[2]                 # §7.3.1 slow start
+            else:
+                self.grow_in_avoidance(ev, packet[2])
+
+    def in_congestion_recovery(self, sent_t: int) -> bool:
+        return self.recovery_start is not None and sent_t <= self.recovery_start
+
+    def congestion_event(self, now: int, sent_t: int) -> None:
+        if self.in_congestion_recovery(sent_t):
+            return                                     # §7.3.2: one reduction per period
+        self.recovery_start = now
+        self.in_recovery = True
+        self.reduce(now)
+
+    def on_persistent_congestion(self, ev) -> None:
+        # RFC 9002 §7.6.2: "the sender's congestion window MUST be reduced to the
+        # minimum congestion window"; B.8 also clears the recovery start.
+        self.cwnd = self.min_window
+        self.recovery_start = None
+        self.in_recovery = False
+
+    # -- what subclasses define -----------------------------------------------
+    def grow_in_avoidance(self, ev, acked_bytes: int) -> None:
+        raise NotImplementedError
+
+    def reduce(self, now: int) -> None:
+        raise NotImplementedError
+
+    def snapshot(self, ev) -> Snapshot:
+        raise NotImplementedError
+
+    def phase(self, ev) -> str:
+        if self.in_recovery:
+            return RECOVERY
+        if self.last_sent_app_limited and ev.bytes_in_flight_after < self.cwnd:
+            return APP_LIMITED
+        return SLOW_START if self.cwnd < self.ssthresh else CONGESTION_AVOIDANCE
+
+    def ssthresh_value(self):
+        return None if self.ssthresh == INFINITE else int(self.ssthresh)

@@ -1,0 +1,214 @@
+"""The oracle pinned to RFC 9438 / RFC 9002 numbers.  Each test names its section."""
+import math
+
+import pytest
+
+from oracle.cubic import ALPHA_AIMD, BETA, C, cubic_k_seconds
+
+from .flow import MDS, Flow
+
+RTT = 100_000
+
+
+def flow_in_avoidance(w_max_segments: int) -> Flow:
+    """Slow start to exactly w_max_segments, then one loss: CA with W_max known."""
+    flow = Flow()
+    cwnd = 10
+    while cwnd < w_max_segments:
+        n = min(cwnd, w_max_segments - cwnd)
+        flow.round_trip(n, RTT)
+        cwnd += n
+    # One flight at W_max, the first packet lost: one congestion event.
+    flight = flow.send(w_max_segments)
+    flow.wait(RTT)
+    flow.lose(flight[:1])
+    flow.ack(flight[1:])
+    # Packets sent at the very instant recovery started still belong to it (RFC 9002
+    # §7.3.2 uses sent_time <= recovery start): the next flight goes 100 us later.
+    flow.wait(100)
+    return flow
+
+
+def test_initial_window_rfc9002_7_2():
+    """RFC 9002 §7.2: initial window min(10 * mds, max(14720, 2 * mds))."""
+    assert Flow().send(1) and Flow().last is not None
+    flow = Flow()
+    flow.send(1)
+    assert flow.last().cwnd == 12000
+    big = Flow(mds=1500)
+    big.send(1)
+    assert big.last().cwnd == 14720
+
+
+def test_slow_start_doubles_per_rtt_rfc9002_7_3_1():
+    """RFC 9002 §7.3.1: cwnd grows by the bytes acknowledged: doubling per round trip."""
+    flow = Flow()
+    windows = []
+    for _ in range(3):
+        flow.round_trip(flow_window := (windows[-1] if windows else 12000) // MDS, RTT)
+        windows.append(flow.last().cwnd)
+        assert flow_window
+    assert windows == [24000, 48000, 96000]
+    assert flow.last().phase == "slow_start"
+
+
+def test_beta_reduction_rfc9438_4_6():
+    """RFC 9438 §4.6: cwnd = ssthresh = cwnd * β_cubic with β_cubic = 0.7."""
+    snaps = flow_in_avoidance(100).run()
+    reduced = next(s for s in snaps if s.ssthresh is not None)
+    assert BETA == 0.7
+    assert reduced.cwnd == int(100 * MDS * 0.7)
+    assert reduced.ssthresh == int(100 * MDS * 0.7)
+    assert reduced.w_max == 100 * MDS
+    assert reduced.phase == "recovery"
+
+
+def test_k_rfc9438_4_2():
+    """RFC 9438 §4.2 eq. 2: K = cbrt(W_max (1 - β) / C), in segments and seconds."""
+    assert C == 0.4
+    snaps = flow_in_avoidance(100).run()
+    k_us = next(s.k_us for s in snaps if s.ssthresh is not None)
+    assert k_us == pytest.approx(math.cbrt(100 * (1 - 0.7) / 0.4) * 1e6, rel=1e-9)
+    assert cubic_k_seconds(100, 70) == pytest.approx(4.2172, abs=1e-4)
+
+
+def test_window_returns_to_w_max_after_k_rfc9438_4_2():
+    """RFC 9438 §4.2: W_cubic(K) = W_max: about K seconds into CA the window is back at W_max."""
+    flow = flow_in_avoidance(100)
+    k_s = cubic_k_seconds(100, 70)
+    rounds = int(k_s * 1e6 / RTT)
+    halfway = None
+    for i in range(rounds):
+        window = flow.last().cwnd // MDS
+        flow.round_trip(window, RTT)
+        if i == rounds // 2:
+            halfway = flow.last().cwnd
+    at_k = flow.last().cwnd
+    assert halfway < 0.99 * 100 * MDS            # concave region: still below W_max at K/2
+    assert at_k == pytest.approx(100 * MDS, rel=0.03)
+
+
+def test_alpha_aimd_rfc9438_4_3():
+    """RFC 9438 §4.3: α_cubic = 3 (1 - β) / (1 + β); W_est grows α segments per window acked."""
+    assert ALPHA_AIMD == pytest.approx(3 * 0.3 / 1.7)
+    assert ALPHA_AIMD == pytest.approx(0.5294, abs=1e-4)
+    # A small W_max (the Reno-friendly region dominates): one window of ACKs grows the window
+    # by about α segments.
+    flow = flow_in_avoidance(12)
+    start = flow.last().cwnd                      # 0.7 * 12 segments
+    flow.round_trip(start // MDS, RTT)
+    grown = flow.last().cwnd - start
+    assert grown == pytest.approx(ALPHA_AIMD * MDS * (start // MDS * MDS) / start, rel=0.1)
+
+
+def test_fast_convergence_rfc9438_4_7():
+    """RFC 9438 §4.7: a reduction below the previous W_max sets W_max = cwnd (1 + β) / 2."""
+    flow = flow_in_avoidance(100)
+    flow.round_trip(2, RTT)                       # leave recovery
+    before = flow.last().cwnd
+    flight = flow.send(2)
+    flow.wait(RTT)
+    flow.lose(flight[:1])
+    snap = flow.last()
+    assert snap.w_max == pytest.approx(before * (1 + 0.7) / 2, rel=1e-4)
+    assert snap.cwnd == int(before * 0.7)
+    no_fc = Flow()
+    no_fc.events = list(flow.events)
+    assert no_fc.last("oracle:fast_convergence=off").w_max == pytest.approx(before, rel=1e-4)
+
+
+def test_minimum_window_rfc9002_7_2():
+    """RFC 9002 §7.2: reductions stop at 2 * max_datagram_size."""
+    flow = Flow()
+    for _ in range(8):
+        flow.wait(100)
+        flight = flow.send(3)
+        flow.wait(RTT)
+        flow.lose(flight[:1])
+        flow.ack(flight[1:])
+    snaps = flow.run()
+    assert min(s.cwnd for s in snaps) == 2 * MDS
+    assert snaps[-1].cwnd == 2 * MDS
+
+
+def test_one_reduction_per_recovery_period_rfc9002_7_3_2():
+    """RFC 9002 §7.3.2: losses of packets sent before the recovery start do not reduce again."""
+    flow = Flow()
+    flight = flow.send(6)
+    flow.wait(RTT)
+    flow.lose(flight[:1])
+    flow.lose(flight[1:2])
+    flow.ack(flight[2:])
+    snaps = flow.run()
+    assert snaps[6].cwnd == 8400 and snaps[7].cwnd == 8400
+    assert snaps[8].cwnd == 8400        # ACK of packets sent before recovery: no growth
+
+
+def test_persistent_congestion_rfc9002_7_6_2():
+    """RFC 9002 §7.6.2: persistent congestion reduces cwnd to the minimum window."""
+    flow = Flow()
+    flow.round_trip(10, RTT)
+    flight = flow.send(4)
+    flow.wait(4 * RTT)
+    flow.lose(flight, persistent=True)
+    snap = flow.last()
+    assert snap.cwnd == 2 * MDS
+    assert snap.recovery_start_us is None
+    flow.round_trip(2, RTT)
+    assert flow.last().cwnd == 4 * MDS          # back in slow start (cwnd < ssthresh)
+
+
+def test_app_limited_ack_does_not_grow_rfc9002_7_8():
+    """RFC 9002 §7.8: no growth on ACKs of packets sent while app-limited."""
+    flow = Flow()
+    flow.round_trip(3, RTT, app_limited=True)
+    assert flow.last().cwnd == 12000
+
+
+def test_idle_shifts_epoch_by_the_gap_and_never_past_now_rfc9438_4_2():
+    """RFC 9438 §4.2: t excludes idle; idle runs from the last ACK, not the last send."""
+    flow = flow_in_avoidance(40)
+    for _ in range(5):
+        flow.round_trip(flow.last().cwnd // MDS, RTT)
+    epoch = flow.last().epoch_start_us
+    last_ack = flow.now
+    flow.wait(2_000_000)
+    flow.send(1)
+    snap = flow.last()
+    assert snap.epoch_start_us == epoch + 2_000_000       # shifted by the idle gap, from the last ACK
+    assert snap.epoch_start_us <= flow.now
+    mutant = Flow()
+    mutant.events = list(flow.events)
+    # The quiche-before-0.28 mutant measures idle from the last send and shifts the one
+    # field that is both epoch and recovery start: it lands after now.
+    bad = mutant.last("oracle:idle=last-send")
+    assert bad.recovery_start_us > flow.now
+    assert last_ack > 0
+    assert mutant.last("oracle:idle=none").epoch_start_us == epoch
+
+
+def test_spurious_loss_undo_rfc9438_4_9():
+    """RFC 9438 §4.9: with undo on, a loss that proves spurious restores the window."""
+    flow = Flow()
+    flight = flow.send(4)
+    flow.wait(RTT)
+    flow.lose(flight[:1])
+    flow.ack(flight[1:])
+    flow.wait(1000)
+    flow.ack(flight[:1])                    # the "lost" packet arrives after all
+    assert flow.last("oracle:undo=on").cwnd == 12000
+    assert flow.last("oracle").cwnd == 8400
+
+
+def test_newreno_halves_and_grows_one_datagram_per_window_rfc9002_7_3():
+    """RFC 9002 §7.3.2 halving (kLossReductionFactor 0.5) and §7.3.3 additive increase."""
+    flow = Flow()
+    flight = flow.send(10)
+    flow.wait(RTT)
+    flow.lose(flight[:1])
+    flow.ack(flight[1:])
+    assert flow.last("oracle-reno").cwnd == 6000
+    flow.wait(100)
+    flow.round_trip(5, RTT)
+    # 5 ACKs of one datagram each add mds * acked / cwnd: a little under one datagram.
+    assert 6000 + 0.9 * MDS < flow.last("oracle-reno").cwnd <= 6000 + MDS
