@@ -103,8 +103,19 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
                 run_findings.append(divergence)
         for finding in run_findings:
             finding.line = trace.line_of(finding.event_index)
-            if run.profile.explaining(finding.invariant):
+            explaining = run.profile.explaining(finding.invariant)
+            if explaining:
                 finding.status = "deviation"
+                finding.detail += "; documented deviations: " + ", ".join(d["id"] for d in explaining)
+        broken = [f.invariant for f in run_findings
+                  if f.status == "violation" and f.invariant != "trajectory-divergence"]
+        for finding in run_findings:
+            # A divergence on a run that also broke an RFC rule is that bug's footprint,
+            # not a documented deviation.
+            if finding.invariant == "trajectory-divergence" and broken:
+                finding.status = "violation"
+                finding.detail = finding.detail.split("; documented deviations")[0] + \
+                    f" (follows {', '.join(broken)})"
         findings.extend(sorted(run_findings, key=lambda f: f.event_index))
     visible = {label: run for label, run in runs.items() if not run.hidden}
     return ReplayResult(trace, visible, findings)
