@@ -237,10 +237,12 @@ class Checker:
         if cwnd < self.min_window:
             flag("cwnd-below-minimum", index, t, f"cwnd {cwnd} < minimum window {self.min_window} "
                  f"(2 x {self.mds})")
-        for name, value in (("recovery start", after.recovery_start_us), ("epoch start", after.epoch_start_us)):
-            if value is not None and value > t:
-                flag("future-recovery-start", index, t,
-                     f"{name} at t={value} us is {value - t} us after now (t={t} us)")
+        future = [f"{name} at t={value} us is {value - t} us after now (t={t} us)"
+                  for name, value in (("recovery start", after.recovery_start_us),
+                                      ("epoch start", after.epoch_start_us))
+                  if value is not None and value > t]
+        if future:
+            flag("future-recovery-start", index, t, "; ".join(future))
         if kind == PERSISTENT_CONGESTION and cwnd > self.floor:
             flag("persistent-congestion-ignored", index, t,
                  f"cwnd {cwnd} after persistent congestion, minimum window is {self.floor}")

@@ -49,7 +49,8 @@ def print_matrix(console, matrix: dict) -> None:
                         "(n = traces with a violation, dn = documented deviation)", title_justify="left")
     table.add_column("stack")
     for inv in invariants:
-        table.add_column(inv, justify="center")
+        # One word per line keeps a dozen invariant columns readable in 120 columns.
+        table.add_column(inv.replace("-", "-\n"), justify="center")
     for stack in matrix["stacks"]:
         row = [stack]
         for inv in invariants:
