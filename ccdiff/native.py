@@ -5,7 +5,6 @@ import ctypes
 import math
 
 from .errors import SetupError
-from .ledger import SENT
 from .snapshot import PHASES, UNKNOWN, Snapshot
 
 ABI_VERSION = 1

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .errors import SetupError
 from .invariants import Checker, Finding, Truth
-from .ledger import ACKED, Ledger
+from .ledger import Ledger
 from .native import AdapterError
 from .profiles import Profile, load_profile
 from .stacks import Target, load_recipes, open_controller, resolve

@@ -106,7 +106,7 @@ def resolve(spec: Spec | str, recipes: dict | None = None) -> Target:
 def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int):
     """A fresh controller for one run.  Raises SetupError with the fixing command."""
     if target.kind == "oracle":
-        from oracle import Cubic, NewReno
+        from oracle import NewReno
         opts = dict(target.options)
         if target.spec.name == "oracle-reno":
             if opts:

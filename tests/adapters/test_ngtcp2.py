@@ -17,14 +17,13 @@ all 10 ms, so smoothed_rtt = 10 ms.  K is reported in us: k_m / 1024 s
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from ccdiff.build import ensure_built
 from ccdiff.errors import SetupError
-from ccdiff.replay import replay
-from ccdiff.trace import parse_trace_text
+
+from .common import run_events, sent
 
 SPEC = "ngtcp2@1.25.0"
 RENO = "ngtcp2-reno@1.25.0"
@@ -36,19 +35,8 @@ def built():
     ensure_built(SPEC)
 
 
-def sent(t, pn, **extra):
-    return dict(t=t, ev="sent", pn=pn, bytes=MDS, **extra)
-
-
 def run(events, spec=SPEC):
-    """Replay events on one stack; returns (snapshots, findings of that stack)."""
-    text = "\n".join([json.dumps({"ccdiff_trace": 1, "max_datagram_size": MDS})]
-                     + [json.dumps(e) for e in events])
-    res = replay(parse_trace_text(text), [spec])
-    r = res.runs[spec]
-    assert r.error is None, r.error
-    assert len(r.snapshots) == len(events)
-    return r.snapshots, [f for f in res.findings if f.stack == spec]
+    return run_events(events, spec)
 
 
 def four_then_loss():

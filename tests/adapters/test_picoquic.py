@@ -19,14 +19,13 @@ datagram (frames.c:3072).  RTT samples are 10 ms unless noted.
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from ccdiff.build import ensure_built
 from ccdiff.errors import SetupError
-from ccdiff.replay import replay
-from ccdiff.trace import parse_trace_text
+
+from .common import run_events, sent
 
 SPEC = "picoquic@1.1.53.0"
 RENO = "picoquic-reno@1.1.53.0"
@@ -41,19 +40,8 @@ def built():
     ensure_built(SPEC)
 
 
-def sent(t, pn, **extra):
-    return dict(t=t, ev="sent", pn=pn, bytes=MDS, **extra)
-
-
 def run(events, spec=SPEC):
-    """Replay events on one stack; returns (snapshots, findings of that stack)."""
-    text = "\n".join([json.dumps({"ccdiff_trace": 1, "max_datagram_size": MDS})]
-                     + [json.dumps(e) for e in events])
-    res = replay(parse_trace_text(text), [spec])
-    r = res.runs[spec]
-    assert r.error is None, r.error
-    assert len(r.snapshots) == len(events)
-    return r.snapshots, [f for f in res.findings if f.stack == spec]
+    return run_events(events, spec)
 
 
 def cubic_root(x: float) -> float:
