@@ -17,6 +17,7 @@ test: setup       ## the test suite
 
 bench: setup      ## benchmarks (not part of the tests)
 	$(PYTHON) bench/bench_oracle.py
+	$(PYTHON) bench/bench_adapters.py
 
 clean:
 	rm -rf build reports/*.json

@@ -50,7 +50,7 @@ CRATE=$OUT/quiche-bare
 mkdir -p "$CRATE/src"
 cp "$HERE/quiche/src/main.rs" "$CRATE/src/main.rs"
 sed "s|path = \"../quiche\"|path = \"$QUICHE_TREE/upstream\"|" "$HERE/quiche/Cargo.toml" >"$CRATE/Cargo.toml"
-[ -f "$CRATE/Cargo.lock" ] || cp "$QUICHE_TREE/adapter/Cargo.lock" "$CRATE/Cargo.lock"
+cp "$QUICHE_TREE/adapter/Cargo.lock" "$CRATE/Cargo.lock"
 CARGO_TARGET_DIR=$OUT/target ${CARGO:-cargo} build --release --quiet --manifest-path "$CRATE/Cargo.toml" \
   || die "cargo build failed"
 cp "$OUT/target/release/quiche_bare" "$OUT/quiche_bare"

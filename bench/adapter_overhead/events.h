@@ -32,53 +32,60 @@ static void bench_die(const char *msg) {
   exit(2);
 }
 
-static void bench_read(FILE *f, void *p, size_t n) {
-  if (fread(p, 1, n, f) != n) bench_die("short event file");
+/* Little-endian fields at |*at|, advancing it (x86-64 / aarch64 are LE). */
+static void bench_take(const unsigned char **at, const unsigned char *end, void *p, size_t n) {
+  if ((size_t)(end - *at) < n) bench_die("short event file");
+  memcpy(p, *at, n);
+  *at += n;
 }
 
 static bench_events bench_load(const char *path) {
   bench_events b;
-  char magic[8];
   uint64_t n, np;
   FILE *f = fopen(path, "rb");
   if (f == NULL) bench_die("cannot open event file");
-  bench_read(f, magic, 8);
-  if (memcmp(magic, "CCDEVT01", 8) != 0) bench_die("not a CCDEVT01 file");
-  bench_read(f, &n, 8);
-  bench_read(f, &np, 8);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  rewind(f);
+  unsigned char *buf = malloc(size > 0 ? (size_t)size : 1);
+  if (buf == NULL || size < 24 || fread(buf, 1, (size_t)size, f) != (size_t)size)
+    bench_die("cannot read event file");
+  fclose(f);
+  const unsigned char *at = buf + 8, *end = buf + size;
+  if (memcmp(buf, "CCDEVT01", 8) != 0) bench_die("not a CCDEVT01 file");
+  bench_take(&at, end, &n, 8);
+  bench_take(&at, end, &np, 8);
   b.n = n;
   b.n_packets = np;
-  b.ev = calloc(n, sizeof(ccd_event));
+  b.ev = calloc(n ? n : 1, sizeof(ccd_event));
   b.pool = calloc(np ? np : 1, sizeof(ccd_packet));
   if (b.ev == NULL || b.pool == NULL) bench_die("out of memory");
+  size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     ccd_event *e = &b.ev[i];
-    bench_read(f, &e->kind, 4);
-    bench_read(f, &e->flags, 4);
-    bench_read(f, &e->now_us, 8);
-    bench_read(f, &e->bytes_in_flight, 8);
-    bench_read(f, &e->n_packets, 4);
-    bench_read(f, &e->n_spurious, 4);
-    bench_read(f, &e->ack_delay_us, 8);
-    bench_read(f, &e->rtt, 32);
+    bench_take(&at, end, &e->kind, 4);
+    bench_take(&at, end, &e->flags, 4);
+    bench_take(&at, end, &e->now_us, 8);
+    bench_take(&at, end, &e->bytes_in_flight, 8);
+    bench_take(&at, end, &e->n_packets, 4);
+    bench_take(&at, end, &e->n_spurious, 4);
+    bench_take(&at, end, &e->ack_delay_us, 8);
+    bench_take(&at, end, &e->rtt, 32);
+    e->packets = e->n_packets ? &b.pool[k] : NULL;
+    k += e->n_packets;
+    e->spurious = e->n_spurious ? &b.pool[k] : NULL;
+    k += e->n_spurious;
+    if (k > np) bench_die("packet count mismatch");
   }
-  size_t at = 0;
-  for (size_t i = 0; i < n; i++) {
-    ccd_event *e = &b.ev[i];
-    e->packets = e->n_packets ? &b.pool[at] : NULL;
-    at += e->n_packets;
-    e->spurious = e->n_spurious ? &b.pool[at] : NULL;
-    at += e->n_spurious;
-  }
-  if (at != np) bench_die("packet count mismatch");
+  if (k != np) bench_die("packet count mismatch");
   for (size_t i = 0; i < np; i++) {
     ccd_packet *p = &b.pool[i];
-    bench_read(f, &p->pn, 8);
-    bench_read(f, &p->sent_us, 8);
-    bench_read(f, &p->bytes, 4);
-    bench_read(f, &p->app_limited, 4);
+    bench_take(&at, end, &p->pn, 8);
+    bench_take(&at, end, &p->sent_us, 8);
+    bench_take(&at, end, &p->bytes, 4);
+    bench_take(&at, end, &p->app_limited, 4);
   }
-  fclose(f);
+  free(buf);
   return b;
 }
 

@@ -72,8 +72,24 @@ typedef struct ngd_ctl {
   ngtcp2_log log; /* zeroed: ngtcp2 logging disabled (ngtcp2_log.h:170) */
   ngtcp2_duration initial_rtt;
   ngtcp2_tstamp last_ts;
+  ngtcp2_rtb_entry **acked;  /* per-ACK scratch, grown, never shrunk */
+  size_t acked_cap;
   char err[256];
 } ngd_ctl;
+
+/* Room for |n| acked entries, reused across ACKs: no allocation per ACK. */
+static ngtcp2_rtb_entry **ngd_acked_buffer(ngd_ctl *ctl, size_t n) {
+  ngtcp2_rtb_entry **p;
+  if (n > ctl->acked_cap) {
+    p = realloc(ctl->acked, n * sizeof(*p));
+    if (p == NULL) {
+      return NULL;
+    }
+    ctl->acked = p;
+    ctl->acked_cap = n;
+  }
+  return ctl->acked;
+}
 
 static ngtcp2_cc *ngd_cc_iface(ngd_cc *c) {
   return c->algo == NGD_ALGO_CUBIC ? &c->u.cubic.cc : &c->u.reno.cc;
@@ -452,12 +468,11 @@ static int ngd_on_ack(ngd_ctl *ctl, const ccd_event *ev, ngtcp2_tstamp ts) {
   int64_t largest_ack;
   size_t i, num_acked = 0;
 
-  acked = malloc((ev->n_packets + ev->n_spurious + 1) * sizeof(*acked));
+  acked = ngd_acked_buffer(ctl, ev->n_packets + ev->n_spurious + 1);
   if (acked == NULL) {
     return fail(ctl, "out of memory");
   }
   if (ngd_collect_acked(ctl, ev, acked, &num_acked, &largest_ack) != 0) {
-    free(acked);
     return -1;
   }
 
@@ -507,7 +522,6 @@ static int ngd_on_ack(ngd_ctl *ctl, const ccd_event *ev, ngtcp2_tstamp ts) {
     }
     ngd_rtb_remove(&ctl->rtb, ent);
   }
-  free(acked);
 
   if (cc->on_spurious_congestion && num_lost_pkts &&
       ctl->rtb.num_lost_pkts == 0) { /* rtb.c:949-952 */
@@ -741,5 +755,6 @@ NGD_EXPORT void ccd_close(void *p) {
   }
   ngd_rtb_free(&ctl->rtb);
   free(ctl->pending.pkt_nums);
+  free(ctl->acked);
   free(ctl);
 }
