@@ -1,0 +1,122 @@
+"""Per-finding plots: the stack and its reference oracle over time, violation marked.
+
+matplotlib with the Agg backend, PNG with the Software/date metadata removed,
+so the same input gives byte-identical files (tested).  The styles differ by
+line style and marker as well as colour, so the plots read in grayscale.
+"""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+from ..snapshot import PHASES  # noqa: E402
+
+STACK_STYLE = dict(color="#b2182b", linestyle="-", linewidth=1.6)
+ORACLE_STYLE = dict(color="#2166ac", linestyle="--", linewidth=1.4)
+PNG_METADATA = {"Software": None}   # no version/date stamp: deterministic bytes
+WINDOW_EVENTS = 60                  # events either side of the violation in the zoomed plot
+
+
+def _series(snapshots, name, lo, hi, scale=1.0):
+    out = []
+    for snap in snapshots[lo:hi]:
+        value = getattr(snap, name)
+        out.append(value / scale if isinstance(value, (int, float)) and scale != 1.0 else value)
+    return out
+
+
+def _plot_pair(ax, xs, mine, theirs, label, stack, oracle):
+    ax.step(xs, [float("nan") if v is None else v for v in mine], where="post",
+            label=f"{stack} {label}", **STACK_STYLE)
+    if theirs is not None:
+        ax.step(xs, [float("nan") if v is None else v for v in theirs], where="post",
+                label=f"{oracle} {label}", **ORACLE_STYLE)
+
+
+def plot_finding(path, view, lo: int = 0, hi: int | None = None) -> None:
+    """Write one PNG covering events lo..hi-1 of the finding's run."""
+    stack_snaps = view.stack_run.snapshots
+    oracle_snaps = view.oracle_run.snapshots if view.oracle_run else None
+    events = view.run.trace.events
+    hi = min(hi if hi is not None else len(stack_snaps), len(stack_snaps))
+    xs = [ev.t / 1000 for ev in events[lo:hi]]
+    stack, oracle = view.label, view.reference or ""
+
+    def both(name, scale=1.0):
+        return (_series(stack_snaps, name, lo, hi, scale),
+                _series(oracle_snaps, name, lo, hi, scale) if oracle_snaps else None)
+
+    with plt.rc_context({"font.size": 8, "axes.grid": True, "grid.alpha": 0.3,
+                         "svg.hashsalt": "ccdiff", "path.simplify": True}):
+        fig, axes = plt.subplots(4, 1, figsize=(9, 8.4), sharex=True, dpi=100,
+                                 gridspec_kw={"height_ratios": [3, 1.4, 1.1, 2]})
+        ax = axes[0]
+        _plot_pair(ax, xs, *both("cwnd"), "cwnd", stack, oracle)
+        mine, theirs = both("ssthresh")
+        ax.step(xs, [float("nan") if v is None else v for v in mine], where="post", color="#b2182b",
+                linestyle=":", linewidth=1.2, label=f"{stack} ssthresh")
+        if theirs is not None:
+            ax.step(xs, [float("nan") if v is None else v for v in theirs], where="post",
+                    color="#2166ac", linestyle="-.", linewidth=1.0, label=f"{oracle} ssthresh")
+        ax.set_ylabel("bytes")
+        ax.set_title(f"{view.finding.invariant} on {stack} — {view.trace_path}", fontsize=9)
+        ax.legend(loc="upper left", fontsize=7, ncol=2)
+
+        ax = axes[1]
+        _plot_pair(ax, xs, *both("bytes_in_flight"), "bytes in flight", stack, oracle)
+        ax.set_ylabel("in flight")
+        ax.legend(loc="upper left", fontsize=7, ncol=2)
+
+        ax = axes[2]
+        mine, theirs = both("phase")
+        code = {p: i for i, p in enumerate(PHASES)}
+        _plot_pair(ax, xs, [code.get(p, 0) for p in mine],
+                   [code.get(p, 0) + 0.08 for p in theirs] if theirs else None, "phase", stack, oracle)
+        ax.set_yticks(range(len(PHASES)), [p.replace("_", " ") for p in PHASES], fontsize=6)
+        ax.set_ylim(-0.5, len(PHASES) - 0.5)
+
+        ax = axes[3]
+        for name, marker in (("recovery_start_us", "o"), ("epoch_start_us", "x")):
+            mine, theirs = both(name, 1000.0)
+            short = name.split("_")[0]
+            ax.plot(xs, [float("nan") if v is None else v for v in mine], linestyle="none", marker=marker,
+                    markersize=3.5, color="#b2182b", label=f"{stack} {short} start")
+            if theirs is not None:
+                ax.plot(xs, [float("nan") if v is None else v for v in theirs], linestyle="none",
+                        marker="+" if marker == "x" else "s", markersize=3.5, markerfacecolor="none",
+                        color="#2166ac", label=f"{oracle} {short} start")
+        if xs:
+            ax.plot([xs[0], xs[-1]], [xs[0], xs[-1]], color="black", linewidth=0.8, linestyle="-",
+                    label="now (above = in the future)")
+        ax.set_ylabel("start time (ms)")
+        ax.set_xlabel("trace time (ms)")
+        ax.legend(loc="upper left", fontsize=7, ncol=3)
+
+        t_violation = view.finding.t_us / 1000
+        for ax in axes:
+            ax.axvline(t_violation, color="black", linestyle=(0, (4, 2, 1, 2)), linewidth=1.2)
+        axes[0].annotate(f"violation (event {view.finding.event_index}, line {view.finding.line})",
+                         xy=(t_violation, 0.55), xycoords=("data", "axes fraction"),
+                         xytext=(6, 0), textcoords="offset points", fontsize=7,
+                         bbox=dict(boxstyle="round", fc="white", ec="black", lw=0.6))
+        fig.align_ylabels(axes)
+        fig.tight_layout()
+        fig.savefig(path, format="png", metadata=PNG_METADATA)
+        plt.close(fig)
+
+
+def plot_files(folder, view) -> list:
+    """The finding's plots: the whole run, plus a zoom on the violation when the run is long."""
+    n = len(view.stack_run.snapshots)
+    files = [("timeline.png", "the whole run", 0, n)]
+    if n > 4 * WINDOW_EVENTS:
+        i = view.finding.event_index
+        files.append(("window.png", f"events {max(0, i - WINDOW_EVENTS)}–{min(n, i + WINDOW_EVENTS) - 1} "
+                      "around the violation", max(0, i - WINDOW_EVENTS), min(n, i + WINDOW_EVENTS)))
+    out = []
+    for name, caption, lo, hi in files:
+        plot_finding(folder / name, view, lo, hi)
+        out.append({"file": name, "caption": caption})
+    return out
