@@ -6,7 +6,8 @@ Layout (docs/reports.md):
     summary.json, junit.xml      for CI systems
     traces/<trace>.jsonl         copies of the traces that have findings
     qlog/<trace>/<stack>.sqlog   the stack's and the oracle's runs, JSON-SEQ qlog
-    findings/<id>/index.html     one page per finding, with its plots
+    plots/<trace>/<stack>.png    each run a finding comes from, over time, findings marked
+    findings/<id>/index.html     one page per finding (+ window.png, a zoom, for long runs)
     findings/<id>/finding.md     the upstream bug report
 """
 from __future__ import annotations
@@ -23,9 +24,9 @@ from ..stacks import load_recipes, resolve
 from . import ci, qlog
 from .context import FindingView, describe, reference_of, slug
 from .load import load_runs, read_document
-from .plots import plot_files
+from .plots import run_plot, window_plot
 
-OWNED = ("findings", "qlog", "traces", "index.html", "summary.json", "junit.xml")
+OWNED = ("findings", "plots", "qlog", "traces", "index.html", "summary.json", "junit.xml")
 
 
 def _environment() -> Environment:
@@ -150,12 +151,24 @@ def build_report(doc: dict, out: Path, base: Path = Path(".")) -> dict:
             shutil.copyfile(run.file, dest)
             traces_out[run.path] = dest.relative_to(out).as_posix()
     qlogs = _write_qlogs(out, runs, views, trace_slugs)
+    timelines = {}
+    for view in views:     # one plot per run, shared by that run's findings
+        key = (view.trace_path, view.label)
+        if key not in timelines:
+            file = out / "plots" / trace_slugs[view.trace_path] / f"{slug(view.label)}.png"
+            file.parent.mkdir(parents=True, exist_ok=True)
+            run_plot(file, [view] + view.siblings)
+            timelines[key] = file.relative_to(out).as_posix()
     finding_tpl, md_tpl = env.get_template("finding.html"), env.get_template("finding.md")
     for view in views:
         folder = out / "findings" / view.id
         folder.mkdir(parents=True)
         ctx = describe(view)
-        ctx.update(plots=plot_files(folder, view), trace_file=traces_out[view.trace_path],
+        plots = [{"file": "../../" + timelines[(view.trace_path, view.label)], "caption": "the whole run"}]
+        zoom = window_plot(folder, view)
+        if zoom:
+            plots.append(zoom)
+        ctx.update(plots=plots, trace_file=traces_out[view.trace_path],
                    qlog_stack=qlogs[(view.trace_path, view.label)],
                    qlog_oracle=qlogs.get((view.trace_path, view.reference)), version=__version__)
         (folder / "index.html").write_text(finding_tpl.render(root="../../", **ctx))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from dataclasses import dataclass, field
 
 from .. import __version__
@@ -155,10 +156,10 @@ def trace_excerpt(view: FindingView) -> dict:
             "last": last, "total": len(lines), "mark": mark}
 
 
-def replay_commands(view: FindingView) -> dict:
+def replay_commands(view: FindingView, trace_path: str) -> dict:
     stacks = " ".join(f"--stack {shlex.quote(s)}" for s in
                       ([view.label] + ([view.reference] if view.reference else [])))
-    trace = shlex.quote(view.trace_path)
+    trace = shlex.quote(trace_path)
     return {"native": f"ccdiff replay {trace} {stacks}",
             "compose": f"docker compose run --rm replay {trace} {stacks}"}
 
@@ -184,5 +185,8 @@ def describe(view: FindingView) -> dict:
     return {"view": view, "f": view.finding, "inv": view.invariant, "deviations": deviations,
             "all_deviations": view.stack_run.profile.deviations,
             "code": code_locations(view, deviations), "at": at_violation(view),
-            "excerpt": trace_excerpt(view), "replay": replay_commands(view),
+            "excerpt": trace_excerpt(view), "replay": replay_commands(view, view.trace_path),
+            # The bug report is read elsewhere: it replays the trace file saved under its own name.
+            "trace_name": Path(view.trace_path).name,
+            "replay_md": replay_commands(view, Path(view.trace_path).name),
             "versions": versions(view), "event": event_at(view), "header": view.run.trace.header}

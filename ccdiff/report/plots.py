@@ -16,7 +16,8 @@ from ..snapshot import PHASES  # noqa: E402
 STACK_STYLE = dict(color="#b2182b", linestyle="-", linewidth=1.6)
 ORACLE_STYLE = dict(color="#2166ac", linestyle="--", linewidth=1.4)
 PNG_METADATA = {"Software": None}   # no version/date stamp: deterministic bytes
-WINDOW_EVENTS = 60                  # events either side of the violation in the zoomed plot
+WINDOW_EVENTS = 60                  # runs longer than 4x this get a zoomed plot too
+WINDOW_INSTANTS = (40, 20)          # distinct event times shown before / after the violation
 
 
 def _series(snapshots, name, lo, hi, scale=1.0):
@@ -35,8 +36,8 @@ def _plot_pair(ax, xs, mine, theirs, label, stack, oracle):
                 label=f"{oracle} {label}", **ORACLE_STYLE)
 
 
-def plot_finding(path, view, lo: int = 0, hi: int | None = None) -> None:
-    """Write one PNG covering events lo..hi-1 of the finding's run."""
+def plot_run(path, view, marks, lo: int = 0, hi: int | None = None) -> None:
+    """Write one PNG covering events lo..hi-1 of the finding's run; marks: findings to draw."""
     stack_snaps = view.stack_run.snapshots
     oracle_snaps = view.oracle_run.snapshots if view.oracle_run else None
     events = view.run.trace.events
@@ -61,7 +62,7 @@ def plot_finding(path, view, lo: int = 0, hi: int | None = None) -> None:
             ax.step(xs, [float("nan") if v is None else v for v in theirs], where="post",
                     color="#2166ac", linestyle="-.", linewidth=1.0, label=f"{oracle} ssthresh")
         ax.set_ylabel("bytes")
-        ax.set_title(f"{view.finding.invariant} on {stack} — {view.trace_path}", fontsize=9)
+        ax.set_title(f"{stack} vs {oracle or 'no oracle'} — {view.trace_path}", fontsize=9)
         ax.legend(loc="upper left", fontsize=7, ncol=2)
 
         ax = axes[1]
@@ -94,29 +95,51 @@ def plot_finding(path, view, lo: int = 0, hi: int | None = None) -> None:
         ax.set_xlabel("trace time (ms)")
         ax.legend(loc="upper left", fontsize=7, ncol=3)
 
-        t_violation = view.finding.t_us / 1000
-        for ax in axes:
-            ax.axvline(t_violation, color="black", linestyle=(0, (4, 2, 1, 2)), linewidth=1.2)
-        axes[0].annotate(f"violation (event {view.finding.event_index}, line {view.finding.line})",
-                         xy=(t_violation, 0.55), xycoords=("data", "axes fraction"),
-                         xytext=(6, 0), textcoords="offset points", fontsize=7,
-                         bbox=dict(boxstyle="round", fc="white", ec="black", lw=0.6))
+        for n, finding in enumerate(marks):
+            t_mark = finding.t_us / 1000
+            for ax in axes:
+                ax.axvline(t_mark, color="black", linestyle=(0, (4, 2, 1, 2)), linewidth=1.2)
+            right_half = bool(xs) and t_mark > (xs[0] + xs[-1]) / 2
+            axes[0].annotate(f"{finding.invariant} (event {finding.event_index})",
+                             xy=(t_mark, 0.55 - 0.12 * n), xycoords=("data", "axes fraction"),
+                             xytext=(-6 if right_half else 6, 0), textcoords="offset points", fontsize=7,
+                             ha="right" if right_half else "left",
+                             bbox=dict(boxstyle="round", fc="white", ec="black", lw=0.6))
         fig.align_ylabels(axes)
-        fig.tight_layout()
+        # Fixed margins instead of tight_layout(): one draw less per plot.
+        fig.subplots_adjust(left=0.15, right=0.98, top=0.96, bottom=0.06, hspace=0.12)
         fig.savefig(path, format="png", metadata=PNG_METADATA)
         plt.close(fig)
 
 
-def plot_files(folder, view) -> list:
-    """The finding's plots: the whole run, plus a zoom on the violation when the run is long."""
+def window(events, index: int) -> tuple:
+    """Event range around index covering WINDOW_INSTANTS distinct times either side.
+
+    Counted in distinct times, not events: a burst of a hundred sends at one
+    instant would otherwise fill the whole window with a single x value.
+    """
+    before, after = WINDOW_INSTANTS
+    lo, seen = index, {events[index].t}
+    while lo > 0 and (len(seen) <= before or events[lo - 1].t == events[lo].t):
+        lo -= 1
+        seen.add(events[lo].t)
+    hi, seen = index + 1, {events[index].t}
+    while hi < len(events) and (len(seen) <= after or events[hi].t == events[hi - 1].t):
+        seen.add(events[hi].t)
+        hi += 1
+    return lo, hi
+
+
+def run_plot(path, views) -> None:
+    """The whole run of one stack on one trace, every finding of the run marked."""
+    plot_run(path, views[0], [v.finding for v in views])
+
+
+def window_plot(folder, view) -> dict | None:
+    """For long runs, a zoom on this finding's violation (findings/<id>/window.png)."""
     n = len(view.stack_run.snapshots)
-    files = [("timeline.png", "the whole run", 0, n)]
-    if n > 4 * WINDOW_EVENTS:
-        i = view.finding.event_index
-        files.append(("window.png", f"events {max(0, i - WINDOW_EVENTS)}–{min(n, i + WINDOW_EVENTS) - 1} "
-                      "around the violation", max(0, i - WINDOW_EVENTS), min(n, i + WINDOW_EVENTS)))
-    out = []
-    for name, caption, lo, hi in files:
-        plot_finding(folder / name, view, lo, hi)
-        out.append({"file": name, "caption": caption})
-    return out
+    if n <= 4 * WINDOW_EVENTS:
+        return None
+    lo, hi = window(view.run.trace.events[:n], view.finding.event_index)
+    plot_run(folder / "window.png", view, [view.finding], lo, hi)
+    return {"file": "window.png", "caption": f"events {lo}–{hi - 1} around the violation"}
