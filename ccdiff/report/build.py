@@ -24,7 +24,7 @@ from ..stacks import load_recipes, resolve
 from . import ci, qlog
 from .context import FindingView, describe, reference_of, slug
 from .load import load_runs, read_document
-from .plots import run_plot, window_plot
+from .plots import draw_all, run_job, window_job
 
 OWNED = ("findings", "plots", "qlog", "traces", "index.html", "summary.json", "junit.xml")
 
@@ -151,13 +151,13 @@ def build_report(doc: dict, out: Path, base: Path = Path(".")) -> dict:
             shutil.copyfile(run.file, dest)
             traces_out[run.path] = dest.relative_to(out).as_posix()
     qlogs = _write_qlogs(out, runs, views, trace_slugs)
-    timelines = {}
+    timelines, jobs = {}, []
     for view in views:     # one plot per run, shared by that run's findings
         key = (view.trace_path, view.label)
         if key not in timelines:
             file = out / "plots" / trace_slugs[view.trace_path] / f"{slug(view.label)}.png"
             file.parent.mkdir(parents=True, exist_ok=True)
-            run_plot(file, [view] + view.siblings)
+            jobs.append(run_job(file, [view] + view.siblings))
             timelines[key] = file.relative_to(out).as_posix()
     finding_tpl, md_tpl = env.get_template("finding.html"), env.get_template("finding.md")
     for view in views:
@@ -165,14 +165,16 @@ def build_report(doc: dict, out: Path, base: Path = Path(".")) -> dict:
         folder.mkdir(parents=True)
         ctx = describe(view)
         plots = [{"file": "../../" + timelines[(view.trace_path, view.label)], "caption": "the whole run"}]
-        zoom = window_plot(folder, view)
+        zoom = window_job(folder, view)
         if zoom:
-            plots.append(zoom)
+            jobs.append(zoom[0])
+            plots.append(zoom[1])
         ctx.update(plots=plots, trace_file=traces_out[view.trace_path],
                    qlog_stack=qlogs[(view.trace_path, view.label)],
                    qlog_oracle=qlogs.get((view.trace_path, view.reference)), version=__version__)
         (folder / "index.html").write_text(finding_tpl.render(root="../../", **ctx))
         (folder / "finding.md").write_text(md_tpl.render(**ctx))
+    draw_all(jobs)
     data = ci.summary(runs, views)
     ci.write_summary(out / "summary.json", data)
     ci.write_junit(out / "junit.xml", runs, views)

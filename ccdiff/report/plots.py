@@ -6,6 +6,11 @@ line style and marker as well as colour, so the plots read in grayscale.
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -36,14 +41,35 @@ def _plot_pair(ax, xs, mine, theirs, label, stack, oracle):
                 label=f"{oracle} {label}", **ORACLE_STYLE)
 
 
-def plot_run(path, view, marks, lo: int = 0, hi: int | None = None) -> None:
-    """Write one PNG covering events lo..hi-1 of the finding's run; marks: findings to draw."""
+@dataclass
+class PlotJob:
+    """Plain data for one PNG, so plots can be drawn in worker processes."""
+    path: str
+    title: str
+    stack: str
+    oracle: str
+    times_us: list
+    stack_snaps: list
+    oracle_snaps: list | None
+    marks: list            # (t_us, invariant, event_index)
+
+
+def job_for(path, view, marks, lo: int = 0, hi: int | None = None) -> PlotJob:
+    """Events lo..hi-1 of the finding's run; marks: the findings to draw."""
     stack_snaps = view.stack_run.snapshots
     oracle_snaps = view.oracle_run.snapshots if view.oracle_run else None
-    events = view.run.trace.events
     hi = min(hi if hi is not None else len(stack_snaps), len(stack_snaps))
-    xs = [ev.t / 1000 for ev in events[lo:hi]]
-    stack, oracle = view.label, view.reference or ""
+    return PlotJob(str(path), f"{view.label} vs {view.reference or 'no oracle'} — {view.trace_path}",
+                   view.label, view.reference or "", [ev.t for ev in view.run.trace.events[lo:hi]],
+                   stack_snaps[lo:hi], oracle_snaps[lo:hi] if oracle_snaps else None,
+                   [(f.t_us, f.invariant, f.event_index) for f in marks])
+
+
+def plot_run(job: PlotJob) -> None:
+    stack_snaps, oracle_snaps = job.stack_snaps, job.oracle_snaps
+    lo, hi = 0, len(stack_snaps)
+    xs = [t / 1000 for t in job.times_us]
+    stack, oracle = job.stack, job.oracle
 
     def both(name, scale=1.0):
         return (_series(stack_snaps, name, lo, hi, scale),
@@ -62,7 +88,7 @@ def plot_run(path, view, marks, lo: int = 0, hi: int | None = None) -> None:
             ax.step(xs, [float("nan") if v is None else v for v in theirs], where="post",
                     color="#2166ac", linestyle="-.", linewidth=1.0, label=f"{oracle} ssthresh")
         ax.set_ylabel("bytes")
-        ax.set_title(f"{stack} vs {oracle or 'no oracle'} — {view.trace_path}", fontsize=9)
+        ax.set_title(job.title, fontsize=9)
         ax.legend(loc="upper left", fontsize=7, ncol=2)
 
         ax = axes[1]
@@ -95,12 +121,12 @@ def plot_run(path, view, marks, lo: int = 0, hi: int | None = None) -> None:
         ax.set_xlabel("trace time (ms)")
         ax.legend(loc="upper left", fontsize=7, ncol=3)
 
-        for n, finding in enumerate(marks):
-            t_mark = finding.t_us / 1000
+        for n, (t_us, invariant, event_index) in enumerate(job.marks):
+            t_mark = t_us / 1000
             for ax in axes:
                 ax.axvline(t_mark, color="black", linestyle=(0, (4, 2, 1, 2)), linewidth=1.2)
             right_half = bool(xs) and t_mark > (xs[0] + xs[-1]) / 2
-            axes[0].annotate(f"{finding.invariant} (event {finding.event_index})",
+            axes[0].annotate(f"{invariant} (event {event_index})",
                              xy=(t_mark, 0.55 - 0.12 * n), xycoords=("data", "axes fraction"),
                              xytext=(-6 if right_half else 6, 0), textcoords="offset points", fontsize=7,
                              ha="right" if right_half else "left",
@@ -108,7 +134,7 @@ def plot_run(path, view, marks, lo: int = 0, hi: int | None = None) -> None:
         fig.align_ylabels(axes)
         # Fixed margins instead of tight_layout(): one draw less per plot.
         fig.subplots_adjust(left=0.15, right=0.98, top=0.96, bottom=0.06, hspace=0.12)
-        fig.savefig(path, format="png", metadata=PNG_METADATA)
+        fig.savefig(job.path, format="png", metadata=PNG_METADATA)
         plt.close(fig)
 
 
@@ -130,16 +156,28 @@ def window(events, index: int) -> tuple:
     return lo, hi
 
 
-def run_plot(path, views) -> None:
+def run_job(path, views) -> PlotJob:
     """The whole run of one stack on one trace, every finding of the run marked."""
-    plot_run(path, views[0], [v.finding for v in views])
+    return job_for(path, views[0], [v.finding for v in views])
 
 
-def window_plot(folder, view) -> dict | None:
-    """For long runs, a zoom on this finding's violation (findings/<id>/window.png)."""
+def window_job(folder, view) -> tuple | None:
+    """For long runs, a zoom on this finding's violation: (job, {"file", "caption"})."""
     n = len(view.stack_run.snapshots)
     if n <= 4 * WINDOW_EVENTS:
         return None
     lo, hi = window(view.run.trace.events[:n], view.finding.event_index)
-    plot_run(folder / "window.png", view, [view.finding], lo, hi)
-    return {"file": "window.png", "caption": f"events {lo}–{hi - 1} around the violation"}
+    return (job_for(folder / "window.png", view, [view.finding], lo, hi),
+            {"file": "window.png", "caption": f"events {lo}–{hi - 1} around the violation"})
+
+
+def draw_all(jobs: list) -> None:
+    """Draw every plot; in worker processes when there are many (output is the same either way)."""
+    workers = min(os.cpu_count() or 1, 8)
+    if len(jobs) < 4 or workers < 2:
+        for job in jobs:
+            plot_run(job)
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        for _ in pool.map(plot_run, jobs, chunksize=max(1, len(jobs) // (4 * workers))):
+            pass

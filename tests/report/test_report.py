@@ -140,3 +140,23 @@ def test_matrix_json_reports_every_trace(tmp_path):
     matrix_doc = json.loads(findings.read_text())
     assert sorted((f["stack"], f["invariant"], f["trace"]) for f in matrix_doc["findings"]) == \
         sorted((f["stack"], f["invariant"], f["trace"]) for f in summary["findings"])
+
+
+def test_plots_drawn_in_workers_match_serial(tmp_path, monkeypatch):
+    """Many plots are drawn in worker processes: the bytes must not depend on that."""
+    import ccdiff.report.plots as plots
+    findings = tmp_path / "m.json"
+    traces = [str(DEATH_SPIRAL), str(ROOT / "examples" / "idle-restart.jsonl")]
+    stacks = ["oracle:idle=last-send", "oracle:idle=none", "oracle:idle=last-send,fast_convergence=off",
+              "oracle:idle=none,fast_convergence=off"]
+    main(["matrix", *traces, *[a for s in stacks for a in ("--stack", s)], "--json", str(findings)])
+    calls = []
+    real_plot = plots.plot_run
+    monkeypatch.setattr(plots.os, "cpu_count", lambda: 1)     # serial: drawn in this process
+    monkeypatch.setattr(plots, "plot_run", lambda job: calls.append(job.path) or real_plot(job))
+    assert main(["report", str(findings), "--out", str(tmp_path / "serial")]) == 1
+    assert len(calls) >= 4                                     # enough to use workers when allowed
+    monkeypatch.undo()
+    monkeypatch.setattr(plots.os, "cpu_count", lambda: 2)
+    assert main(["report", str(findings), "--out", str(tmp_path / "pool")]) == 1
+    assert _tree(tmp_path / "serial") != {} and _tree(tmp_path / "serial") == _tree(tmp_path / "pool")
