@@ -103,13 +103,24 @@ def related_deviations(view: FindingView) -> list:
     return out
 
 
+SOURCE_REF = re.compile(r"([\w/.-]+\.(?:rs|c|h|cc|cpp)):\d+")
+
+
 def code_locations(view: FindingView, deviations: list) -> list:
-    """Where in the stack's source the behaviour lives, as far as the profile knows."""
+    """Where in the stack's source the behaviour lives, as far as ccdiff's files know.
+
+    The `code` of each deviation that bears on the finding, and the comment on
+    the version's line in stack.toml (quiche 0.26.0: 'carries the idle-restart
+    death spiral (cubic.rs:152-176)') when one of those deviations points into
+    the same source file -- otherwise that comment is about something else and
+    is shown with the versions only.
+    """
     locations = []
     note = version_note(view.target)
-    if note:
-        locations.append(f"{view.target.recipe.name} {view.target.version}: {note} "
-                         "(stack.toml)")
+    files = {Path(f).name for f in SOURCE_REF.findall(note)}
+    if files and any(name in dev.get("code", "") for dev in deviations for name in files):
+        locations.append(f"ccdiff's note on {view.target.recipe.name} {view.target.version} "
+                         f"(stack.toml): {note}")
     for dev in deviations:
         if dev.get("code"):
             locations.append(f"{dev['id']}: {dev['code']}")
@@ -131,10 +142,11 @@ def at_violation(view: FindingView) -> list:
 
 
 def _fmt(value) -> str:
+    """Numbers as a reader compares them: 48000 and 48000.0 are the same window."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.1f}"
+        return str(int(value)) if value.is_integer() else f"{value:.1f}"
     return str(value)
 
 
@@ -171,6 +183,9 @@ def versions(view: FindingView) -> list:
         pin = target.recipe.versions.get(target.version, {})
         rows.append((target.recipe.name, target.version + (f" ({pin['url']}, sha256 {pin['sha256']})"
                                                            if pin else "")))
+        note = version_note(target)
+        if note:
+            rows.append((f"ccdiff's note on {target.recipe.name} {target.version}", note))
         rows.append(("options", target.options_text or "(defaults)"))
     return rows
 

@@ -68,7 +68,9 @@ def test_finding_md_is_a_complete_upstream_report(death_report):
         assert section in md, section
     assert "ae3d74f54c01a8be984dabe97ec79b9fceba5054177f703c012ed0f9dc541f81" in md      # pinned crate
     assert "> t is the elapsed time from the beginning of the current congestion avoidance stage" in md
-    assert "cubic.rs:152-176" in md and "idle-shift-from-last-send" in md             # code location
+    assert "- `ccdiff's note on quiche 0.26.0 (stack.toml): carries the idle-restart death spiral " \
+        "(cubic.rs:152-176)`" in md                                                    # code location
+    assert "- `idle-shift-from-last-send: src/recovery/congestion/cubic.rs:151-176 (0.26.0)" in md
     assert re.search(r"\| recovery_start_us \*\*≠\*\* \| 50400 \| 60600 \|", md)          # expected vs actual
     assert "Save the trace above as `death-spiral.jsonl`, then:" in md
     assert "ccdiff replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
