@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import __version__
-from ..invariants import CATALOG
 from ..replay import REFERENCE
 from ..trace import event_to_dict
 

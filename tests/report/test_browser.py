@@ -7,7 +7,6 @@ screenshots under the test's tmp folder.
 from __future__ import annotations
 
 from html.parser import HTMLParser
-from pathlib import Path
 
 from PIL import Image
 
