@@ -73,3 +73,24 @@ def test_hostile_pages_in_chromium_run_nothing(tmp_path):
         assert "<script" not in dom and "onerror=" not in dom.replace("onerror=alert(2)&gt;", "")
         assert "<svg" not in dom
         assert "alert(1)" in dom                               # the text is there, as text
+
+
+def test_hostile_stack_texts_are_escaped(death_report, tmp_path, monkeypatch):
+    """Texts from a stack's own files (profile.toml, stack.toml comments) are escaped too."""
+    import shutil
+    from ccdiff.paths import build_dir, implementations_dir
+    home = tmp_path / "home"
+    shutil.copytree(implementations_dir(), home / "implementations")
+    monkeypatch.setenv("CCDIFF_BUILD_DIR", str(build_dir()))     # the real builds
+    monkeypatch.setenv("CCDIFF_HOME", str(home))
+    quiche = home / "implementations" / "quiche"
+    profile = (quiche / "profile.toml").read_text()
+    profile = profile.replace('summary = "After idle', 'summary = "<script>alert(4)</script> After idle')
+    (quiche / "profile.toml").write_text(profile)
+    recipe = (quiche / "stack.toml").read_text()
+    (quiche / "stack.toml").write_text(recipe.replace("# carries the idle-restart", "# <img src=x onerror=alert(5)> carries"))
+    out = tmp_path / "report"
+    assert main(["replay", str(DEATH_SPIRAL), "--stack", "quiche@0.26.0", "--report", str(out)]) == 1
+    html = (out / "findings" / "death-spiral--quiche-0.26.0--future-recovery-start" / "index.html").read_text()
+    assert "<script>alert(4)" not in html and "&lt;script&gt;alert(4)&lt;/script&gt; After idle" in html
+    assert "<img src=x onerror=alert(5)>" not in html and "&lt;img src=x onerror=alert(5)&gt; carries" in html
