@@ -10,7 +10,7 @@ setup:            ## install ccdiff (editable, with test tools) and build every 
 
 run: setup        ## the main job: every example through every built stack, as a matrix
 	$(PYTHON) -m ccdiff stacks
-	$(PYTHON) -m ccdiff matrix $(EXAMPLES) --json reports/matrix.json
+	$(PYTHON) -m ccdiff matrix $(EXAMPLES) --json reports/matrix.json --report reports/html
 
 test: setup       ## the test suite
 	$(PYTHON) -m pytest -q -n 2

@@ -17,6 +17,8 @@ examples:
   ccdiff replay examples/death-spiral.jsonl --stack oracle --stack oracle:idle=last-send
   ccdiff replay examples/death-spiral.jsonl --stack quiche@0.26.0 --stack quiche@0.30.0
   ccdiff matrix examples/*.jsonl --json matrix.json
+  ccdiff replay examples/death-spiral.jsonl --stack quiche@0.26.0 --report reports/death-spiral
+  ccdiff report matrix.json --out reports/html
   ccdiff validate examples/idle-restart.jsonl
   ccdiff build all && ccdiff stacks
   ccdiff decode fuzz/vectors/basic.bin > basic.jsonl
@@ -55,9 +57,10 @@ def cmd_replay(args) -> int:
             ensure_built(spec)
     result = replay(trace, specs)
     print_replay(_console(), result)
-    if args.json:
+    if args.json or args.report:
         document = {
             "trace": args.trace,
+            "specs": specs,      # what to re-run for a report (ccdiff report)
             "events": len(trace.events),
             "stacks": [{"stack": label, "description": getattr(run.controller, "description", label),
                         "error": run.error,
@@ -65,8 +68,25 @@ def cmd_replay(args) -> int:
                        for label, run in result.runs.items()],
             "findings": [f.to_dict() for f in result.findings],
         }
-        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        if args.json:
+            Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        _write_report(document, args.report)
     return EXIT_FINDINGS if result.violations else EXIT_OK
+
+
+def _write_report(document: dict, out) -> None:
+    if out:
+        from .report import build_report
+        data = build_report(document, out)
+        print(f"report: {Path(out) / 'index.html'} ({data['totals']['findings']} findings)", file=sys.stderr)
+
+
+def cmd_report(args) -> int:
+    from .report import report_from_file
+    data = report_from_file(args.input, args.out)
+    print(f"{Path(args.out) / 'index.html'}: {len(data['traces'])} traces x {len(data['stacks'])} stacks, "
+          f"{data['totals']['violations']} violations, {data['totals']['deviations']} deviations")
+    return EXIT_FINDINGS if data["totals"]["violations"] else EXIT_OK
 
 
 def cmd_matrix(args) -> int:
@@ -78,6 +98,7 @@ def cmd_matrix(args) -> int:
     print_matrix(console, matrix)
     if args.json:
         Path(args.json).write_text(json.dumps(matrix, indent=2) + "\n")
+    _write_report(matrix, args.report)
     return EXIT_FINDINGS if any(c["violation"] for c in matrix["cells"]) else EXIT_OK
 
 
@@ -136,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "e.g. oracle, oracle:idle=last-send, oracle-reno, quiche@0.26.0")
     p.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
+    p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("matrix", help="replay traces through every stack: a stack x invariant matrix",
@@ -144,7 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+", metavar="TRACE")
     p.add_argument("--stack", action="append", metavar="SPEC", help="restrict to these stacks (repeatable)")
     p.add_argument("--json", metavar="FILE", help="also write the matrix and every finding as JSON")
+    p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
     p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("report", help="HTML, Markdown bug reports, qlog and JUnit from a findings JSON",
+                       description="Turn the findings JSON of `ccdiff replay --json` or `ccdiff matrix "
+                                   "--json` into a report folder (docs/reports.md); the traces are "
+                                   "replayed again for the plots and qlog.")
+    p.add_argument("input", metavar="FINDINGS_JSON")
+    p.add_argument("--out", metavar="DIR", required=True, help="report folder (new, empty, or an earlier report)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("validate", help="check traces for syntax and causal consistency")
     p.add_argument("traces", nargs="+", metavar="TRACE")

@@ -1,0 +1,24 @@
+"""Reports: HTML matrix and finding pages, Markdown bug reports, qlog, JUnit (docs/reports.md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import SetupError
+
+
+def _builder():
+    try:
+        from . import build
+    except ImportError as exc:   # a clean machine without the report dependencies
+        raise SetupError(f"ccdiff report needs Jinja2 and matplotlib ({exc}); run: "
+                         "pip install 'Jinja2>=3.1' 'matplotlib>=3.7'") from None
+    return build
+
+
+def build_report(doc, out, base="."):
+    """Write a report folder from a findings document (the JSON of `ccdiff replay/matrix --json`)."""
+    return _builder().build_report(doc, Path(out), Path(base))
+
+
+def report_from_file(path, out):
+    return _builder().report_from_file(path, out)

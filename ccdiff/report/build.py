@@ -1,0 +1,209 @@
+"""`ccdiff report`: a findings document -> a folder of HTML, Markdown, qlog, JUnit.
+
+Layout (docs/reports.md):
+
+    index.html                   the stack x invariant matrix, every finding listed
+    summary.json, junit.xml      for CI systems
+    traces/<trace>.jsonl         copies of the traces that have findings
+    qlog/<trace>/<stack>.sqlog   the stack's and the oracle's runs, JSON-SEQ qlog
+    plots/<trace>/<stack>.png    each run a finding comes from, over time, findings marked
+    findings/<id>/index.html     one page per finding (+ window.png, a zoom, for long runs)
+    findings/<id>/finding.md     the upstream bug report
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from .. import __version__
+from ..errors import SetupError
+from ..invariants import CATALOG
+from ..stacks import load_recipes, resolve
+from . import ci, qlog
+from .context import FindingView, describe, reference_of, slug
+from .load import load_runs, read_document
+from .plots import draw_all, run_job, window_job
+
+OWNED = ("findings", "plots", "qlog", "traces", "index.html", "summary.json", "junit.xml")
+
+
+def _environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                      # Everything from a trace or a stack is untrusted: HTML is always escaped.
+                      autoescape=lambda name: bool(name) and name.endswith(".html"),
+                      undefined=StrictUndefined, keep_trailing_newline=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["md_code"] = md_code
+    env.filters["md_fence"] = md_fence
+    env.filters["ms"] = lambda us: "-" if us is None else f"{us / 1000:g} ms"
+    return env
+
+
+def md_code(text) -> str:
+    """Inline Markdown code span that no backtick inside the text can close early."""
+    text = str(text).replace("\n", " ")
+    run = max((len(r) for r in _backtick_runs(text)), default=0)
+    fence = "`" * (run + 1)
+    return f"{fence} {text} {fence}" if run else f"`{text}`"
+
+
+def _backtick_runs(text: str) -> list:
+    runs, current = [], ""
+    for ch in text:
+        if ch == "`":
+            current += ch
+        elif current:
+            runs.append(current)
+            current = ""
+    return runs + ([current] if current else [])
+
+
+def md_fence(text: str, info: str = "") -> str:
+    """A fenced code block longer than any backtick run in the text."""
+    run = max((len(r) for r in _backtick_runs(text)), default=0)
+    fence = "`" * max(3, run + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise SetupError(f"--out {out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "summary.json").is_file() or b'"ccdiff_report"' not in (out / "summary.json").read_bytes():
+            raise SetupError(f"--out {out}: folder is not empty and holds no earlier ccdiff report; "
+                             "choose an empty or new folder")
+        for name in OWNED:   # an earlier report: replace it whole, no stale pages
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _views(runs) -> list:
+    recipes = load_recipes()
+    targets = {}
+    views, used = [], set()
+    trace_slugs = _trace_slugs(runs)
+    for run in runs:
+        for finding in run.findings:
+            target = targets.setdefault(finding.stack, resolve(finding.stack, recipes))
+            base = f"{trace_slugs[run.path]}--{slug(finding.stack)}--{finding.invariant}"
+            fid, n = base, 2
+            while fid in used:
+                fid, n = f"{base}-{n}", n + 1
+            used.add(fid)
+            views.append(FindingView(fid, finding, run, finding.stack, target, reference_of(target),
+                                     CATALOG[finding.invariant]))
+    for view in views:
+        view.siblings = [v for v in views if v.run is view.run and v.label == view.label and v is not view]
+    return views
+
+
+def _trace_slugs(runs) -> dict:
+    out, used = {}, set()
+    for run in runs:
+        base = slug(Path(run.path).stem)
+        name, n = base, 2
+        while name in used:
+            name, n = f"{base}-{n}", n + 1
+        used.add(name)
+        out[run.path] = name
+    return out
+
+
+def _write_qlogs(out: Path, runs, views, trace_slugs) -> dict:
+    """qlog of every run a finding comes from, and of its reference oracle: (trace, label) -> path."""
+    wanted = sorted({(v.run.path, v.label) for v in views} |
+                    {(v.run.path, v.reference) for v in views if v.reference})
+    by_path = {r.path: r for r in runs}
+    written = {}
+    for path, label in wanted:
+        run = by_path[path]
+        folder = out / "qlog" / trace_slugs[path]
+        folder.mkdir(parents=True, exist_ok=True)
+        file = folder / f"{slug(label)}.sqlog"
+        title = f"ccdiff replay of {path} on {label}"
+        header = qlog.header_record(title, f"trace {run.trace.header.name or path}: "
+                                    f"{run.trace.header.comment}".strip(), f"ccdiff {__version__}: {label}")
+        qlog.write_sqlog(file, header, qlog.records_by_event(run.trace, run.resolved,
+                                                              run.result.runs[label].snapshots))
+        written[(path, label)] = file.relative_to(out).as_posix()
+    return written
+
+
+def build_report(doc: dict, out: Path, base: Path = Path(".")) -> dict:
+    """Write the report folder; returns summary.json's content."""
+    runs = load_runs(doc, base)
+    out = Path(out)
+    _prepare_out(out)
+    views = _views(runs)
+    trace_slugs = _trace_slugs(runs)
+    env = _environment()
+    traces_out = {}
+    for run in runs:
+        if any(v.run is run for v in views):
+            (out / "traces").mkdir(exist_ok=True)
+            dest = out / "traces" / f"{trace_slugs[run.path]}.jsonl"
+            shutil.copyfile(run.file, dest)
+            traces_out[run.path] = dest.relative_to(out).as_posix()
+    qlogs = _write_qlogs(out, runs, views, trace_slugs)
+    timelines, jobs = {}, []
+    for view in views:     # one plot per run, shared by that run's findings
+        key = (view.trace_path, view.label)
+        if key not in timelines:
+            file = out / "plots" / trace_slugs[view.trace_path] / f"{slug(view.label)}.png"
+            file.parent.mkdir(parents=True, exist_ok=True)
+            jobs.append(run_job(file, [view] + view.siblings))
+            timelines[key] = file.relative_to(out).as_posix()
+    finding_tpl, md_tpl = env.get_template("finding.html"), env.get_template("finding.md")
+    for view in views:
+        folder = out / "findings" / view.id
+        folder.mkdir(parents=True)
+        ctx = describe(view)
+        plots = [{"file": "../../" + timelines[(view.trace_path, view.label)], "caption": "the whole run"}]
+        zoom = window_job(folder, view)
+        if zoom:
+            jobs.append(zoom[0])
+            plots.append(zoom[1])
+        ctx.update(plots=plots, trace_file=traces_out[view.trace_path],
+                   qlog_stack=qlogs[(view.trace_path, view.label)],
+                   qlog_oracle=qlogs.get((view.trace_path, view.reference)), version=__version__)
+        (folder / "index.html").write_text(finding_tpl.render(root="../../", **ctx))
+        (folder / "finding.md").write_text(md_tpl.render(**ctx))
+    draw_all(jobs)
+    data = ci.summary(runs, views)
+    ci.write_summary(out / "summary.json", data)
+    ci.write_junit(out / "junit.xml", runs, views)
+    (out / "index.html").write_text(env.get_template("index.html").render(
+        root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=__version__))
+    return data
+
+
+def _matrix(runs, views) -> dict:
+    stacks = runs[0].stacks if runs else []
+    cells = {}
+    for view in views:
+        cells.setdefault((view.label, view.finding.invariant), []).append(view)
+    invariants = [inv for inv in CATALOG if any(k[1] == inv for k in cells)]
+    rows = []
+    for label in stacks:
+        row = []
+        for inv in invariants:
+            found = cells.get((label, inv), [])
+            bad = [v for v in found if v.finding.status == "violation"]
+            row.append({"invariant": inv, "views": found, "violations": len(bad),
+                        "deviations": len(found) - len(bad), "anchor": f"cell-{slug(label)}--{inv}"})
+        errors = [r.path for r in runs if r.result.runs[label].error]
+        failing = {v.trace_path for v in views if v.label == label and v.finding.status == "violation"}
+        passed = sum(1 for r in runs if r.path not in failing and r.path not in errors)
+        rows.append({"stack": label, "cells": row, "passed": passed, "total": len(runs), "errors": errors})
+    return {"invariants": [CATALOG[i] for i in invariants], "rows": rows,
+            "groups": [(f"cell-{slug(k[0])}--{k[1]}", k, v) for k, v in sorted(cells.items())]}
+
+
+def report_from_file(path: str, out: str) -> dict:
+    return build_report(read_document(path), Path(out), base=Path(path).resolve().parent)

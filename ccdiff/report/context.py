@@ -1,0 +1,206 @@
+"""What a finding page and a bug report say, computed once per finding.
+
+Everything here is plain data (strings, numbers, lists); the templates only
+lay it out.  Sources: the replayed snapshots, the invariant CATALOG (RFC
+text), the stack's profile.toml (documented deviations with code references)
+and the comments of its stack.toml (known issues of a pinned version).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..replay import REFERENCE
+from ..trace import event_to_dict
+
+WINDOW_EVENTS = 20      # trace lines shown either side of the violation in long traces
+INLINE_LINES = 200      # traces up to this many lines are shown whole (fits an issue comment)
+SNAPSHOT_FIELDS = ("cwnd", "ssthresh", "bytes_in_flight", "phase", "recovery_start_us",
+                   "epoch_start_us", "w_max", "k_us")
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label: letters, digits, '.', '_' and '-' only."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+
+
+@dataclass
+class FindingView:
+    id: str
+    finding: object            # ccdiff.invariants.Finding
+    run: object                # load.TraceRun
+    label: str                 # stack label
+    target: object             # ccdiff.stacks.Target
+    reference: str | None      # label of the oracle it is compared with (None: it is one)
+    invariant: object          # ccdiff.invariants.Invariant
+    siblings: list = field(default_factory=list)   # other FindingViews of the same run
+
+    @property
+    def trace_path(self) -> str:
+        return self.run.path
+
+    @property
+    def stack_run(self):
+        return self.run.result.runs[self.label]
+
+    @property
+    def oracle_run(self):
+        return self.run.result.runs.get(self.reference) if self.reference else None
+
+
+def reference_of(target) -> str | None:
+    if target.kind == "native":
+        return REFERENCE[target.family]
+    return None
+
+
+def version_note(target) -> str:
+    """The stack.toml comment on this version's line, e.g. quiche 0.26.0's '(cubic.rs:152-176)'."""
+    if target.recipe is None:
+        return ""
+    text = (target.recipe.folder / "stack.toml").read_text()
+    match = re.search(r'^version\s*=\s*"%s"\s*#\s*(.+)$' % re.escape(target.version), text, re.M)
+    return match.group(1).strip() if match else ""
+
+
+def _deviation_blocks(target) -> dict:
+    """id -> raw text (with comments) of each [[deviation]] of the stack's profile.toml."""
+    if target.recipe is None:
+        return {}
+    path = target.recipe.folder / "profile.toml"
+    if not path.exists():
+        return {}
+    blocks = {}
+    for chunk in path.read_text().split("[[deviation]]")[1:]:
+        match = re.search(r'^id\s*=\s*"([^"]+)"', chunk, re.M)
+        if match:
+            blocks[match.group(1)] = chunk
+    return blocks
+
+
+def related_deviations(view: FindingView) -> list:
+    """Documented deviations that bear on this finding.
+
+    A deviation applies when it tolerates the invariant (the finding is then a
+    'deviation'), or when its profile entry names the invariant -- as quiche's
+    idle-shift-from-last-send does ('it breaks future-recovery-start') for a
+    violation no profile may waive.
+    """
+    profile = view.stack_run.profile
+    blocks = _deviation_blocks(view.target)
+    inv = view.finding.invariant
+    out = []
+    for dev in profile.deviations:
+        tolerated = inv in dev.get("tolerates", [])
+        named = re.search(r"\b%s\b" % re.escape(inv), blocks.get(dev.get("id", ""), ""))
+        if tolerated or named:
+            out.append(dict(dev, why="tolerates this invariant" if tolerated else
+                            "its profile entry names this invariant"))
+    return out
+
+
+SOURCE_REF = re.compile(r"([\w/.-]+\.(?:rs|c|h|cc|cpp)):\d+")
+
+
+def code_locations(view: FindingView, deviations: list) -> list:
+    """Where in the stack's source the behaviour lives, as far as ccdiff's files know.
+
+    The `code` of each deviation that bears on the finding, and the comment on
+    the version's line in stack.toml (quiche 0.26.0: 'carries the idle-restart
+    death spiral (cubic.rs:152-176)') when one of those deviations points into
+    the same source file -- otherwise that comment is about something else and
+    is shown with the versions only.
+    """
+    locations = []
+    note = version_note(view.target)
+    files = {Path(f).name for f in SOURCE_REF.findall(note)}
+    if files and any(name in dev.get("code", "") for dev in deviations for name in files):
+        locations.append(f"ccdiff's note on {view.target.recipe.name} {view.target.version} "
+                         f"(stack.toml): {note}")
+    for dev in deviations:
+        if dev.get("code"):
+            locations.append(f"{dev['id']}: {dev['code']}")
+    return locations
+
+
+def at_violation(view: FindingView) -> list:
+    """Rows (field, expected = oracle, actual = stack) at the finding's event."""
+    index = view.finding.event_index
+    mine = view.stack_run.snapshots
+    theirs = view.oracle_run.snapshots if view.oracle_run else []
+    rows = []
+    for name in SNAPSHOT_FIELDS:
+        actual = getattr(mine[index], name) if index < len(mine) else None
+        expected = getattr(theirs[index], name) if index < len(theirs) else None
+        rows.append({"field": name, "expected": _fmt(expected), "actual": _fmt(actual),
+                     "differs": view.oracle_run is not None and _fmt(expected) != _fmt(actual)})
+    return rows
+
+
+def _fmt(value) -> str:
+    """Numbers as a reader compares them: 48000 and 48000.0 are the same window."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{value:.1f}"
+    return str(value)
+
+
+def trace_excerpt(view: FindingView) -> dict:
+    """The trace text to show: whole if short, else the window around the violation.
+
+    Lines are the trace file's own lines (1 = header), so `line` in the finding
+    points into both the excerpt and the full file.
+    """
+    trace = view.run.trace
+    lines = view.run.lines
+    mark = view.finding.line or trace.line_of(view.finding.event_index)
+    if len(lines) <= INLINE_LINES:
+        first, last = 1, len(lines)
+    else:
+        first, last = max(2, mark - WINDOW_EVENTS), min(len(lines), mark + WINDOW_EVENTS)
+    shown = [{"no": n, "text": lines[n - 1], "mark": n == mark} for n in range(first, last + 1)]
+    return {"lines": shown, "whole": first == 1 and last == len(lines), "first": first,
+            "last": last, "total": len(lines), "mark": mark}
+
+
+def replay_commands(view: FindingView, trace_path: str) -> dict:
+    stacks = " ".join(f"--stack {shlex.quote(s)}" for s in
+                      ([view.label] + ([view.reference] if view.reference else [])))
+    trace = shlex.quote(trace_path)
+    return {"native": f"ccdiff replay {trace} {stacks}",
+            "compose": f"docker compose run --rm replay {trace} {stacks}"}
+
+
+def versions(view: FindingView) -> list:
+    rows = [("ccdiff", __version__)]
+    target = view.target
+    if target.recipe is not None:
+        pin = target.recipe.versions.get(target.version, {})
+        rows.append((target.recipe.name, target.version + (f" ({pin['url']}, sha256 {pin['sha256']})"
+                                                           if pin else "")))
+        note = version_note(target)
+        if note:
+            rows.append((f"ccdiff's note on {target.recipe.name} {target.version}", note))
+        rows.append(("options", target.options_text or "(defaults)"))
+    return rows
+
+
+def event_at(view: FindingView) -> dict:
+    return event_to_dict(view.run.trace.events[view.finding.event_index])
+
+
+def describe(view: FindingView) -> dict:
+    """Everything a finding page and its finding.md need."""
+    deviations = related_deviations(view)
+    return {"view": view, "f": view.finding, "inv": view.invariant, "deviations": deviations,
+            "all_deviations": view.stack_run.profile.deviations,
+            "code": code_locations(view, deviations), "at": at_violation(view),
+            "excerpt": trace_excerpt(view), "replay": replay_commands(view, view.trace_path),
+            # The bug report is read elsewhere: it replays the trace file saved under its own name.
+            "trace_name": Path(view.trace_path).name,
+            "replay_md": replay_commands(view, Path(view.trace_path).name),
+            "versions": versions(view), "event": event_at(view), "header": view.run.trace.header}

@@ -1,0 +1,164 @@
+"""`ccdiff report`: what the folder holds, that it is deterministic, and bad input."""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ccdiff.cli import main
+from ccdiff.trace import load_trace, parse_trace_text
+
+from .conftest import DEATH_SPIRAL, DS_FINDING, ROOT
+
+
+def _tree(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_layout_and_summary(death_report):
+    out = death_report["out"]
+    summary = json.loads((out / "summary.json").read_text())
+    ids = [f["id"] for f in summary["findings"]]
+    assert DS_FINDING in ids
+    assert summary["per_stack"]["quiche@0.26.0"]["passed"] == 0
+    assert summary["per_stack"]["quiche@0.30.0"] == {"traces": 1, "passed": 1, "violations": 0,
+                                                     "deviations": 0, "errors": 0}
+    for fid in ids:
+        folder = out / "findings" / fid
+        assert {p.name for p in folder.iterdir()} == {"index.html", "finding.md"}   # short run: no zoom
+    assert [p.name for p in (out / "plots" / "death-spiral").iterdir()] == ["quiche-0.26.0.png"]
+    assert (out / "traces" / "death-spiral.jsonl").read_bytes() == DEATH_SPIRAL.read_bytes()
+    assert {p.name for p in (out / "qlog" / "death-spiral").iterdir()} == {"quiche-0.26.0.sqlog", "oracle.sqlog"}
+    # The findings JSON names what to re-run.
+    assert death_report["doc"]["specs"] == ["oracle", "quiche@0.26.0", "quiche@0.30.0"]
+
+
+def test_junit_matches_findings(death_report):
+    root = ET.parse(death_report["out"] / "junit.xml").getroot()
+    summary = json.loads((death_report["out"] / "summary.json").read_text())
+    assert int(root.get("failures")) == summary["totals"]["violations"] == 3
+    suites = {s.get("name"): s for s in root}
+    assert list(suites) == ["oracle", "quiche@0.26.0", "quiche@0.30.0"]
+    failed = sorted(c.get("name") for c in suites["quiche@0.26.0"] if c.find("failure") is not None)
+    assert failed == ["future-recovery-start", "stuck-at-minimum", "trajectory-divergence"]
+    assert suites["quiche@0.30.0"].get("failures") == "0"
+
+
+def test_report_is_byte_identical_when_rebuilt(death_report, tmp_path):
+    """Same findings JSON -> same bytes, PNG plots and qlog included."""
+    again = tmp_path / "again"
+    assert main(["report", str(death_report["json"]), "--out", str(again)]) == 1
+    first, second = _tree(death_report["out"]), _tree(again)
+    assert sorted(first) == sorted(second)
+    different = [name for name in first if first[name] != second[name]]
+    assert different == []
+    # Rebuilding into an earlier report replaces it.
+    assert main(["report", str(death_report["json"]), "--out", str(again)]) == 1
+    assert _tree(again) == second
+
+
+def test_finding_md_is_a_complete_upstream_report(death_report):
+    md = (death_report["out"] / "findings" / DS_FINDING / "finding.md").read_text()
+    assert md.startswith("# quiche 0.26.0 CUBIC: recovery start or epoch after the current time")
+    for section in ("## Versions", "## What the RFC says", "## What quiche does",
+                    "## Expected vs actual at event 35", "## Reproducer", "## How to replay"):
+        assert section in md, section
+    assert "ae3d74f54c01a8be984dabe97ec79b9fceba5054177f703c012ed0f9dc541f81" in md      # pinned crate
+    assert "> t is the elapsed time from the beginning of the current congestion avoidance stage" in md
+    assert "- `ccdiff's note on quiche 0.26.0 (stack.toml): carries the idle-restart death spiral " \
+        "(cubic.rs:152-176)`" in md                                                    # code location
+    assert "- `idle-shift-from-last-send: src/recovery/congestion/cubic.rs:151-176 (0.26.0)" in md
+    assert re.search(r"\| recovery_start_us \*\*≠\*\* \| 50400 \| 60600 \|", md)          # expected vs actual
+    assert "Save the trace above as `death-spiral.jsonl`, then:" in md
+    assert "ccdiff replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
+    assert "docker compose run --rm replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
+    assert "`stuck-at-minimum` (violation, ×27)" in md
+    # The reproducer is the whole trace, verbatim: paste it into a file and it replays.
+    block = re.search(r"```jsonl\n(.*?)\n```", md, re.S).group(1)
+    assert parse_trace_text(block).events == load_trace(str(DEATH_SPIRAL)).events
+
+
+def test_long_trace_shows_the_window(tmp_path):
+    """A long trace: the page shows the lines around the violation and links the full file."""
+    findings, out = tmp_path / "f.json", tmp_path / "r"
+    trace = str(ROOT / "examples" / "idle-restart.jsonl")
+    code = main(["replay", trace, "--stack", "oracle:idle=none", "--json", str(findings), "--report", str(out)])
+    assert code == 1
+    (page,) = (out / "findings").glob("*idle-inflation*/index.html")
+    html = page.read_text()
+    assert "of 9527)" in html and 'href="../../traces/idle-restart.jsonl"' in html
+    assert len(re.findall(r'<span class="(?:line|mark)">', html)) == 41
+    assert (page.parent / "window.png").exists()
+    md = (page.parent / "finding.md").read_text()
+    assert "Trace lines" in md and "the full trace is attached" in md
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not a JSON findings document"),
+    ('{"findings": []}', "not a findings document"),
+    ('{"trace": "nope.jsonl", "specs": ["oracle"], "findings": []}', "nope.jsonl from the findings document not found"),
+    ('{"trace": "%s", "specs": ["nosuchstack"], "findings": []}' % DEATH_SPIRAL, "unknown stack 'nosuchstack'"),
+])
+def test_bad_input_is_a_clear_error(tmp_path, capsys, content, message):
+    doc = tmp_path / "bad.json"
+    doc.write_text(content)
+    assert main(["report", str(doc), "--out", str(tmp_path / "out")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_changed_trace_is_refused(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(DEATH_SPIRAL.read_bytes())
+    findings = tmp_path / "f.json"
+    assert main(["replay", str(trace), "--stack", "oracle:idle=last-send", "--json", str(findings)]) == 1
+    trace.write_text("\n".join(trace.read_text().splitlines()[:12]) + "\n")   # cut before the spiral
+    assert main(["report", str(findings), "--out", str(tmp_path / "out")]) == 2
+    assert "does not reproduce the findings" in capsys.readouterr().err
+
+
+def test_foreign_output_folder_is_not_overwritten(tmp_path, capsys):
+    findings, out = tmp_path / "f.json", tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle", "--json", str(findings)]) == 0
+    assert main(["report", str(findings), "--out", str(out)]) == 2
+    assert "holds no earlier ccdiff report" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "keep me"
+
+
+def test_matrix_json_reports_every_trace(tmp_path):
+    findings, out = tmp_path / "m.json", tmp_path / "r"
+    traces = [str(DEATH_SPIRAL), str(ROOT / "examples" / "idle-restart.jsonl")]
+    assert main(["matrix", *traces, "--stack", "oracle", "--stack", "oracle:idle=last-send",
+                 "--json", str(findings)]) == 1
+    assert main(["report", str(findings), "--out", str(out)]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["traces"] == traces
+    assert summary["per_stack"]["oracle"] == {"traces": 2, "passed": 2, "violations": 0, "deviations": 0,
+                                              "errors": 0}
+    matrix_doc = json.loads(findings.read_text())
+    assert sorted((f["stack"], f["invariant"], f["trace"]) for f in matrix_doc["findings"]) == \
+        sorted((f["stack"], f["invariant"], f["trace"]) for f in summary["findings"])
+
+
+def test_plots_drawn_in_workers_match_serial(tmp_path, monkeypatch):
+    """Many plots are drawn in worker processes: the bytes must not depend on that."""
+    import ccdiff.report.plots as plots
+    findings = tmp_path / "m.json"
+    traces = [str(DEATH_SPIRAL), str(ROOT / "examples" / "idle-restart.jsonl")]
+    stacks = ["oracle:idle=last-send", "oracle:idle=none", "oracle:idle=last-send,fast_convergence=off",
+              "oracle:idle=none,fast_convergence=off"]
+    main(["matrix", *traces, *[a for s in stacks for a in ("--stack", s)], "--json", str(findings)])
+    calls = []
+    real_plot = plots.plot_run
+    monkeypatch.setattr(plots.os, "cpu_count", lambda: 1)     # serial: drawn in this process
+    monkeypatch.setattr(plots, "plot_run", lambda job: calls.append(job.path) or real_plot(job))
+    assert main(["report", str(findings), "--out", str(tmp_path / "serial")]) == 1
+    assert len(calls) >= 4                                     # enough to use workers when allowed
+    monkeypatch.undo()
+    monkeypatch.setattr(plots.os, "cpu_count", lambda: 2)
+    assert main(["report", str(findings), "--out", str(tmp_path / "pool")]) == 1
+    assert _tree(tmp_path / "serial") != {} and _tree(tmp_path / "serial") == _tree(tmp_path / "pool")
