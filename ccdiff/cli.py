@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import SetupError
+from .output import write_json
 from .trace import TraceError, load_trace
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -69,7 +70,7 @@ def cmd_replay(args) -> int:
             "findings": [f.to_dict() for f in result.findings],
         }
         if args.json:
-            Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+            write_json(args.json, document)
         _write_report(document, args.report)
     return EXIT_FINDINGS if result.violations else EXIT_OK
 
@@ -97,7 +98,7 @@ def cmd_matrix(args) -> int:
                         progress=lambda path: print(f"  replayed {path}", file=sys.stderr, flush=True))
     print_matrix(console, matrix)
     if args.json:
-        Path(args.json).write_text(json.dumps(matrix, indent=2) + "\n")
+        write_json(args.json, matrix)
     _write_report(matrix, args.report)
     return EXIT_FINDINGS if any(c["violation"] for c in matrix["cells"]) else EXIT_OK
 
