@@ -24,7 +24,9 @@ round trip per BATCH events, not one per event.
 
 A container that crashes (connection closed) or hangs (no reply within
 CCDIFF_REMOTE_TIMEOUT seconds, default 60) raises AdapterError, which replay
-reports as that stack's `adapter-error` finding; the run goes on.
+reports as that stack's `adapter-error` finding; the run goes on.  One that
+cannot be reached within CCDIFF_REMOTE_CONNECT_WAIT seconds (default 20: a
+container that is still starting) is a setup error (exit 2).
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from .snapshot import Snapshot
 
 BATCH = 2048
 DEFAULT_TIMEOUT = 60.0
-CONNECT_WAIT = 20.0       # a freshly started container may not listen yet
+CONNECT_WAIT = 20.0       # a freshly started container may not listen yet (CCDIFF_REMOTE_CONNECT_WAIT)
 
 
 def env_name(stack: str) -> str:
@@ -57,11 +59,15 @@ def remote_address(stack: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
-def _timeout() -> float:
+def _seconds(name: str, default: float) -> float:
     try:
-        return float(os.environ.get("CCDIFF_REMOTE_TIMEOUT", DEFAULT_TIMEOUT))
+        return float(os.environ.get(name, default))
     except ValueError:
-        raise SetupError("CCDIFF_REMOTE_TIMEOUT: expected seconds, e.g. 60") from None
+        raise SetupError(f"{name}: expected seconds, e.g. {default:g}") from None
+
+
+def _timeout() -> float:
+    return _seconds("CCDIFF_REMOTE_TIMEOUT", DEFAULT_TIMEOUT)
 
 
 def encode_event(ev) -> list:
@@ -77,7 +83,7 @@ class Connection:
     def __init__(self, address: tuple[str, int], label: str):
         self.address, self.label = address, label
         self.where = f"remote adapter {label} at {address[0]}:{address[1]}"
-        deadline = time.monotonic() + CONNECT_WAIT
+        deadline = time.monotonic() + _seconds("CCDIFF_REMOTE_CONNECT_WAIT", CONNECT_WAIT)
         while True:
             try:
                 self.sock = socket.create_connection(address, timeout=5)
