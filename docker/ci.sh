@@ -47,6 +47,20 @@ assert any(f["stack"] == "quiche@0.26.0" and f["invariant"] == "future-recovery-
 print(f"compose matrix == native matrix: {len(doc['stacks'])} stacks, {len(doc['findings'])} findings")
 PY
 
+# Hardening, as running: adapters read-only, no capabilities, non-root, internal network only.
+for svc in quiche ngtcp2 picoquic; do
+  id=$("${COMPOSE[@]}" ps -q "$svc")
+  [ -n "$id" ] || fail "adapter service $svc is not running"
+  got=$(docker inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.Config.User}} {{.HostConfig.Memory}}' "$id")
+  [ "$got" = "true [ALL] ccdiff 536870912" ] || fail "$svc hardening: $got"
+done
+"${COMPOSE[@]}" run --rm --no-deps --entrypoint sh ccdiff -c '
+  [ "$(id -u)" = 10001 ] || { echo "runner is uid $(id -u)"; exit 1; }
+  if touch /var/tmp/probe 2>/dev/null; then echo "root fs is writable"; exit 1; fi
+  if python3 -c "import socket; socket.create_connection((\"deb.debian.org\", 80), timeout=3)" 2>/dev/null; then
+    echo "the compose network reaches the internet"; exit 1; fi' || fail "runner hardening"
+echo "hardening: read-only root fs, cap_drop ALL, uid 10001, 512 MB adapters, no route out: ok"
+
 set +e
 "${COMPOSE[@]}" run --rm replay examples/death-spiral.jsonl --stack quiche@0.26.0 >"$reports/replay.txt" 2>&1
 code=$?
