@@ -146,3 +146,21 @@ def test_crashed_or_hung_adapter_is_an_error_finding(mode, message, tmp_path):
     [stack] = doc["stacks"]
     assert message in stack["error"]
     assert [f["invariant"] for f in doc["findings"]] == ["adapter-error"]
+
+
+def test_session_refuses_what_it_does_not_serve():
+    from ccdiff.serve import Session
+    session = Session("ngtcp2")
+    assert session.handle({"op": "step", "events": []}) == {"ok": False, "error": "step before open"}
+    assert "unknown op" in session.handle({"op": "reboot"})["error"]
+    reply = session.handle({"op": "open", "stack": "quiche", "version": "0.26.0", "options": "",
+                            "max_datagram_size": 1200, "initial_rtt_us": 333000})
+    assert reply == {"ok": False, "error": "this server offers ngtcp2, not quiche"}
+    reply = Session(None).handle({"op": "open", "stack": "quiche", "version": "9.9.9", "options": "",
+                                  "max_datagram_size": 1200, "initial_rtt_us": 333000})
+    assert not reply["ok"] and "no pinned version 9.9.9" in reply["error"]
+
+
+def test_serve_with_nothing_built_exits_2(tmp_path):
+    proc = ccdiff("serve", "--port", "0", env=dict(os.environ, CCDIFF_BUILD_DIR=str(tmp_path)))
+    assert proc.returncode == 2 and "no built adapter to serve" in proc.stderr
