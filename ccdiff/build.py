@@ -70,7 +70,26 @@ def unpack(archive: Path, dest: Path) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")  # "data" refuses links and paths outside dest
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")  # "data" refuses links and paths outside dest
+        else:  # Python < 3.11.4 (Debian bookworm's 3.11.2, the container images' python3)
+            for member in tar.getmembers():
+                _check_member(archive, member)
+            tar.extractall(dest)
+
+
+def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
+    """What the "data" filter refuses: paths or links leaving dest, devices, fifos."""
+    def leaves(path: str) -> bool:
+        norm = os.path.normpath(path)
+        return os.path.isabs(path) or norm == ".." or norm.startswith("../")
+    unsafe = leaves(member.name) or not (member.isfile() or member.isdir() or member.issym() or member.islnk())
+    if member.issym():
+        unsafe = unsafe or leaves(os.path.join(os.path.dirname(member.name), member.linkname))
+    elif member.islnk():
+        unsafe = unsafe or leaves(member.linkname)
+    if unsafe:
+        raise SetupError(f"{archive.name}: refusing unsafe archive member {member.name!r}")
 
 
 def _local_version(source: Path) -> str:

@@ -141,6 +141,11 @@ def cmd_decode(args) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args) -> int:
+    from .serve import serve
+    return serve(args.host, args.port, args.stack)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ccdiff", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
@@ -199,6 +204,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("decode", help="decode fuzzer bytes into a JSONL trace (docs/fuzz-encoding.md)")
     p.add_argument("input", help="binary file, or - for stdin")
     p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("serve", help="serve built adapters over TCP (adapter containers; docs/containers.md)",
+                       description="Serve this machine's built adapters over TCP (JSON Lines, "
+                                   "ccdiff/remote.py); clients set CCDIFF_REMOTE_<STACK>=host:port.")
+    p.add_argument("--stack", metavar="NAME", help="serve only this stack (e.g. quiche); default: every built one")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
+    p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
+    p.set_defaults(func=cmd_serve)
     return parser
 
 

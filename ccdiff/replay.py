@@ -71,10 +71,15 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
         ref = REFERENCE[family]
         if ref not in runs:
             runs[ref] = _open_run(resolve(ref, recipes), trace, hidden=True)
+    # Every controller sees the same resolved events, whatever they answer, so the
+    # ledger can resolve the whole trace first; remote controllers batch them.
     ledger, truth = Ledger(trace.header), Truth()
+    resolved = [ledger.resolve(event) for event in trace.events]
     active = list(runs.values())
-    for index, event in enumerate(trace.events):
-        ev = ledger.resolve(event)
+    for run in active:
+        if hasattr(run.controller, "prefetch"):
+            run.controller.prefetch(resolved)
+    for index, ev in enumerate(resolved):
         truth.update(ev)
         for run in active:
             if run.error is not None:

@@ -113,6 +113,10 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
                 raise SetupError(f"{target.label}: oracle-reno takes no options")
             return NewReno(max_datagram_size, initial_rtt_us)
         return _open_cubic_oracle(target.label, opts, max_datagram_size, initial_rtt_us)
+    from .remote import RemoteController, remote_address
+    address = remote_address(target.recipe.name)
+    if address is not None:          # an adapter container (ccdiff/remote.py)
+        return RemoteController(address, target, max_datagram_size, initial_rtt_us)
     from .native import NativeController
     library = target.recipe.library(target.version)
     if not library.exists():
@@ -138,14 +142,19 @@ def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):
 
 def available() -> list[dict]:
     """Every stack and version, with whether it is built (for `ccdiff stacks`)."""
+    from .remote import hello
     rows = [{"stack": name, "version": "", "built": True, "note": note} for name, note in ORACLES.items()]
     for recipe in load_recipes().values():
         versions = list(recipe.versions)
+        remote = hello(recipe.name)      # served by an adapter container: what it has built
+        if remote is not None:
+            served = remote["versions"].get(recipe.name, [])
+            versions += [v for v in served if v not in versions]
         folder = build_dir() / recipe.name
         if folder.is_dir():
             versions += sorted(p.name for p in folder.iterdir() if p.name.startswith("local-"))
         for version in versions:
-            built = recipe.library(version).exists()
+            built = version in served if remote is not None else recipe.library(version).exists()
             names = [recipe.name] + sorted(recipe.aliases)
             for name in names:
                 rows.append({"stack": name, "version": version, "built": built,
