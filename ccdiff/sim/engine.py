@@ -193,17 +193,18 @@ class _Sim:
                 return chunk
             return None
 
-        def has_more() -> bool:
-            return counters["next_chunk"] < counters["available"] or any(not delivered[c] for c in retx)
-
         def pump(now) -> None:
             """Send while the controller's window allows (RFC 9002 §7: bytes_in_flight + mds <= cwnd)."""
+            if ledger.bytes_in_flight + mds > st["snap"].cwnd:
+                return
+            # RFC 9002 §7.8: this sending opportunity is app-limited when everything the
+            # application has to send leaves room for another datagram in the window.
+            waiting = (counters["available"] - counters["next_chunk"] + len(retx)) * mds
+            app_limited = ledger.bytes_in_flight + waiting + mds <= st["snap"].cwnd
             while ledger.bytes_in_flight + mds <= st["snap"].cwnd:
                 chunk = next_chunk()
                 if chunk is None:
                     return
-                # RFC 9002 §7.8: app-limited when the window is not full and nothing is left.
-                app_limited = ledger.bytes_in_flight + 2 * mds <= st["snap"].cwnd and not has_more()
                 transmit(now, chunk, app_limited)
 
         def probe(now) -> None:
