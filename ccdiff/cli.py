@@ -132,7 +132,32 @@ def _scenario_list(names):
 
 
 def _stack_list(items):
-    return [s for item in items for s in item.split(",") if s] if items else None
+    """--stacks a,b --stacks c -> [a, b, c]; a part like 'hystart=off' after a SPEC with
+    options continues that SPEC (quiche:idle_fix=off,hystart=off) unless its right-hand
+    side names a stack (NAME=SPEC)."""
+    if not items:
+        return None
+    from .stacks import load_recipes, resolve
+    recipes = load_recipes()
+
+    def names_stack(text):
+        try:
+            resolve(text, recipes)
+            return True
+        except SetupError:
+            return False
+    out = []
+    for item in items:
+        for part in item.split(","):
+            if not part:
+                continue
+            key, eq, value = part.partition("=")
+            if (out and ":" in out[-1] and eq and re.fullmatch(r"[a-z_][a-z0-9_]*", key)
+                    and ":" not in value and "@" not in value and not names_stack(value)):
+                out[-1] += "," + part
+            else:
+                out.append(part)
+    return out
 
 
 def cmd_conform(args) -> int:
@@ -159,9 +184,25 @@ def cmd_conform(args) -> int:
             failed[0] += doc["status"] != "pass"
             bar.update(task, advance=1, bad=f"{failed[0]} not passing" if failed[0] else "")
         summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout, progress)
+    regressions = None
+    if args.baseline:
+        from .conform import compare
+        try:
+            baseline = json.loads(Path(args.baseline).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SetupError(f"cannot read baseline {args.baseline}: {exc}") from None
+        regressions = compare(summary, baseline, args.tolerance)
+        summary["regressions"] = regressions
     write_outputs(summary, args.out)
-    print_summary(_console(), summary)
+    console = _console()
+    print_summary(console, summary)
     print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
+    if regressions is not None:
+        for r in regressions:
+            seed = f" seed {r['seed']}" if r["seed"] is not None else ""
+            console.print(f"[red]regression[/] {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}")
+        console.print(f"{len(regressions)} regressions against {args.baseline}")
+        return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if regressions else EXIT_OK
     return exit_code(summary)
 
 
@@ -264,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and the traces of failing runs. The Reno controls (oracle-reno and each "
                                    "stack's Reno alias) always run too. Exit 0 all pass, 1 failures, 2 errors.")
     p.add_argument("--stacks", action="append", metavar="SPEC[,SPEC...]",
-                   help="stacks (default: the oracles and every built stack)")
+                   help="stacks (default: the oracles and every built stack); NAME=SPEC reports SPEC "
+                        "as NAME, e.g. oracle=oracle:idle=last-send")
     p.add_argument("--scenarios", action="append", metavar="NAME[,NAME...]",
                    help="scenario names or .toml paths (default: all of scenarios/)")
     p.add_argument("--seeds", type=int, default=10, metavar="N", help="seeds per case (default 10)")
@@ -274,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--traces", choices=["failing", "all", "none"], default="failing",
                    help="which runs keep a replayable trace under DIR/traces (default failing)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-case time limit")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="an earlier summary.json: exit 1 only on regressions (a seed that passed there "
+                        "fails now, or a pass-rate drop beyond --tolerance), 0 otherwise, 2 on errors")
+    p.add_argument("--tolerance", type=float, default=0.05, metavar="X",
+                   help="pass-rate drop that counts as a regression when seed sets differ (default 0.05)")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
     p.set_defaults(func=cmd_conform)
 

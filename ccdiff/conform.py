@@ -34,19 +34,38 @@ SUMMARY_METRICS = ("completion_us", "min_window_us", "recovery_transitions", "go
                    "max_cwnd", "ptos", "persistent_congestions", "events")
 
 
+def split_label(item: str) -> tuple:
+    """'NAME=SPEC' runs SPEC under the report name NAME (e.g. to compare a local build or a
+    mutant with a baseline recorded under another name); a plain SPEC is its own name.
+    A SPEC's own options come after ':' (quiche:idle_fix=off), so an '=' before any ':'
+    is the label separator."""
+    eq, colon = item.find("="), item.find(":")
+    if eq > 0 and (colon < 0 or eq < colon):
+        return item[:eq], item[eq + 1:]
+    return None, item
+
+
+def _target(item: str, recipes: dict):
+    label, spec = split_label(item)
+    target = resolve(spec, recipes)
+    if label:
+        target.label = label
+    return target
+
+
 def with_controls(specs: list, recipes: dict | None = None) -> list:
     """specs plus the Reno controls: oracle-reno and each native stack's Reno alias (same version)."""
     recipes = load_recipes() if recipes is None else recipes
     out = list(dict.fromkeys(specs))
     controls = ["oracle-reno"]
     for spec in specs:
-        target = resolve(spec, recipes)
+        target = resolve(split_label(spec)[1], recipes)
         if target.kind == "native":
             for alias in sorted(target.recipe.aliases):
                 controls.append(f"{alias}@{target.version}" if target.spec.version else alias)
     for control in controls:
         label = resolve(control, recipes).label
-        if all(resolve(s, recipes).label != label for s in out):
+        if all(_target(s, recipes).label != label for s in out):
             out.append(control)
     return out
 
@@ -63,9 +82,9 @@ def _safe(label: str) -> str:
 # -- the worker ----------------------------------------------------------------
 def _run_case(case: tuple) -> dict:
     from .sim import simulate
-    index, scenario, spec, seed, trace_dir, keep = case
+    index, scenario, item, seed, trace_dir, keep = case
     try:
-        result = simulate(scenario, spec, seed, record=keep != "none")
+        result = simulate(scenario, _target(item, load_recipes()), seed, record=keep != "none")
     except SetupError as exc:
         return {"status": "error", "reasons": [f"setup: {exc}"], "metrics": {}, "findings": []}
     except Exception as exc:   # a harness bug: report it, keep the run going
@@ -159,7 +178,7 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
                 keep_traces: str = "failing", timeout_s: float | None = None, progress=None) -> dict:
     """Run the matrix; returns the summary document (see write_outputs)."""
     recipes = load_recipes()
-    targets = [resolve(spec, recipes) for spec in stacks]
+    targets = [_target(item, recipes) for item in stacks]
     labels = [t.label for t in targets]
     if len(set(labels)) != len(labels):
         raise SetupError(f"a stack is named twice: {', '.join(labels)}")
@@ -169,10 +188,10 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
                              f"ccdiff build {target.recipe.name}@{target.version}")
     cases, keys = [], []
     for scenario in scenarios:
-        for label in labels:
+        for label, item in zip(labels, stacks):
             for seed in seeds:
                 keys.append((scenario.name, label, seed))
-                cases.append((len(cases), scenario, label, seed, out_dir, keep_traces))
+                cases.append((len(cases), scenario, item, seed, out_dir, keep_traces))
     results = [None] * len(cases)
 
     def on_result(index, doc):
@@ -225,6 +244,37 @@ def summarize(labels: list, scenario_names: list, seeds: list, results: list) ->
             "totals": totals, "cells": cells, "cases": cases}
 
 
+def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
+    """Regressions against an earlier summary, one dict each, sorted.
+
+    The simulator is deterministic, so a seed that passed in the baseline and fails
+    now is a change, never noise: every such seed is a regression ("new-failure").
+    Where the seed sets differ, a cell whose pass rate dropped by more than
+    `tolerance` is one too ("pass-rate-drop").  Cells only in one summary are
+    ignored (a new stack or scenario is not a regression).
+    """
+    if baseline.get("schema") != SCHEMA:
+        raise SetupError(f"baseline has schema {baseline.get('schema')!r}, expected {SCHEMA}")
+    before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
+    cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
+    out = []
+    for case in summary["cases"]:
+        key = (case["stack"], case["scenario"], case["seed"])
+        if before.get(key) == "pass" and case["status"] != "pass":
+            out.append({"kind": "new-failure", "stack": key[0], "scenario": key[1], "seed": key[2],
+                        "detail": "; ".join(case["reasons"][:2])})
+    for cell in summary["cells"]:
+        old = cells_before.get((cell["stack"], cell["scenario"]))
+        if not old or old["pass_rate"] is None or cell["pass_rate"] is None:
+            continue
+        drop = old["pass_rate"] - cell["pass_rate"]
+        if drop > tolerance and not any(r["stack"] == cell["stack"] and r["scenario"] == cell["scenario"]
+                                        for r in out):
+            out.append({"kind": "pass-rate-drop", "stack": cell["stack"], "scenario": cell["scenario"],
+                        "seed": None, "detail": f"pass rate {old['pass_rate']:.0%} -> {cell['pass_rate']:.0%}"})
+    return sorted(out, key=lambda r: (r["scenario"], r["stack"], r["kind"], r["seed"] if r["seed"] is not None else -1))
+
+
 def exit_code(summary: dict) -> int:
     totals = summary["totals"]
     return 2 if totals["errors"] else 1 if totals["failed"] else 0
@@ -268,7 +318,7 @@ def print_summary(console, summary: dict) -> None:
     from rich.table import Table
     cells = {(c["stack"], c["scenario"]): c for c in summary["cells"]}
     table = Table(title=f"conformance: pass rate over {len(summary['seeds'])} seeds "
-                        "(passed/runs; E = errors)", title_justify="left")
+                        "(passed/runs; late = missed the deadline; E = errors)", title_justify="left")
     table.add_column("stack")
     for name in summary["scenarios"]:
         table.add_column(name, justify="center")
@@ -280,6 +330,9 @@ def print_summary(console, summary: dict) -> None:
             text = f"[{colour}]{c['passed']}/{c['runs']}[/]"
             if c["errors"]:
                 text += f" [bold red]E{c['errors']}[/]"
+            late = c["runs"] - c["completed"]
+            if late:
+                text += f" [dim]({late} late)[/]"
             row.append(text)
         table.add_row(*row)
     console.print(table)
@@ -299,11 +352,17 @@ def print_summary(console, summary: dict) -> None:
                        med(m["completion_us"], 1000),
                        med(m["min_window_us"], 1000) + fail_part("min_window_us", 1000),
                        med(m["recovery_transitions"]) + fail_part("recovery_transitions"),
-                       ", ".join(f"{k} x{v}" for k, v in sorted(c["failure_reasons"].items())) or "-")
+                       _top_reasons(c["failure_reasons"]))
     console.print(detail)
     t = summary["totals"]
     console.print(f"{t['runs']} runs: [green]{t['passed']} passed[/], [red]{t['failed']} failed[/], "
                   f"{t['errors']} errors")
+
+
+def _top_reasons(reasons: dict, top: int = 3) -> str:
+    ranked = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{k} {v}" for k, v in ranked[:top])
+    return (text + (f" +{len(ranked) - top} more" if len(ranked) > top else "")) or "-"
 
 
 def cpu_count() -> int:

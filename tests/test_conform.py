@@ -1,8 +1,11 @@
 """`ccdiff conform`: the matrix, its outputs and its exit codes."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from ccdiff.cli import main
-from ccdiff.conform import run_conform, with_controls, write_outputs
+from ccdiff.conform import SCHEMA, compare, run_conform, with_controls, write_outputs
 from ccdiff.sim import load_scenario
 
 
@@ -28,3 +31,36 @@ def test_exit_codes(tmp_path, capsys):
                  "--out", str(tmp_path / "ok"), "--jobs", "1"]) == 0
     assert main(["conform", "--stacks", "oracle", "--scenarios", "nope", "--seeds", "1",
                  "--out", str(tmp_path / "bad")]) == 2
+
+
+def _short_death_spiral(tmp_path):
+    text = (Path(__file__).resolve().parent.parent / "scenarios" / "death-spiral.toml").read_text()
+    path = tmp_path / "short-death-spiral.toml"
+    path.write_text(text.replace("bytes = 10_000_000", "bytes = 300_000")
+                    .replace('name = "death-spiral"', 'name = "short-death-spiral"'))
+    return str(path)
+
+
+def test_baseline_flags_an_injected_regression(tmp_path):
+    scenario = _short_death_spiral(tmp_path)
+    common = ["conform", "--scenarios", scenario, "--seeds", "2", "--jobs", "2"]
+    assert main(common + ["--stacks", "oracle", "--out", str(tmp_path / "base")]) == 0
+    baseline = str(tmp_path / "base" / "summary.json")
+    # the same stacks again: nothing regressed
+    assert main(common + ["--stacks", "oracle", "--out", str(tmp_path / "same"), "--baseline", baseline]) == 0
+    # the quiche-before-0.28 mutant under the oracle's name: every seed is a new failure
+    assert main(common + ["--stacks", "oracle=oracle:idle=last-send", "--out", str(tmp_path / "mutant"),
+                          "--baseline", baseline]) == 1
+    summary = json.loads((tmp_path / "mutant" / "summary.json").read_text())
+    assert [(r["kind"], r["stack"], r["seed"]) for r in summary["regressions"]] == [
+        ("new-failure", "oracle", 0), ("new-failure", "oracle", 1)]
+
+
+def test_compare_ignores_new_cells_and_improvements():
+    base = {"schema": SCHEMA, "cases": [{"stack": "a", "scenario": "s", "seed": 0, "status": "fail"}],
+            "cells": [{"stack": "a", "scenario": "s", "pass_rate": 0.0}]}
+    now = {"cases": [{"stack": "a", "scenario": "s", "seed": 0, "status": "pass", "reasons": []},
+                     {"stack": "b", "scenario": "s", "seed": 0, "status": "fail", "reasons": ["x"]}],
+           "cells": [{"stack": "a", "scenario": "s", "pass_rate": 1.0},
+                     {"stack": "b", "scenario": "s", "pass_rate": 0.0}]}
+    assert compare(now, base) == []
