@@ -217,11 +217,7 @@ def cmd_sim(args) -> int:
         except json.JSONDecodeError:
             params[key] = value
     if params:
-        from .sim.scenario import parse_scenario
-        import dataclasses
-        data = {k: v for k, v in dataclasses.asdict(scenario).items() if k != "source"}
-        data.update(params)
-        scenario = parse_scenario(data, scenario.source + " (with --set)")
+        scenario = scenario.with_params(**params)
     worst = 0
     for spec in args.stack or ["oracle"]:
         result = simulate(scenario, spec, args.seed, record=bool(args.trace))

@@ -57,7 +57,17 @@ class Scenario:
     source: str = ""
 
     def with_params(self, **params) -> "Scenario":
-        return replace(self, **params)
+        """A copy with some fields changed (flat field names), validated."""
+        unknown = sorted(set(params) - _KNOWN)
+        if unknown:
+            raise SetupError(f"{self.source}: unknown scenario field {unknown[0]!r}; known: "
+                             f"{', '.join(sorted(_KNOWN))}")
+        for key in ("loss_schedule", "blackouts", "targets"):
+            if key in params:
+                params[key] = tuple(tuple(x) if isinstance(x, list) else x for x in params[key])
+        scenario = replace(self, **params)
+        _validate(scenario)
+        return scenario
 
 
 _KNOWN = {f.name for f in fields(Scenario)}
