@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import queue
 import re
 import statistics
 import time
 import traceback
+from collections import deque
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -101,76 +101,86 @@ def _run_case(case: tuple) -> dict:
     return doc
 
 
-def _worker(tasks, results, wid: int) -> None:
+def _worker(conn) -> None:
+    """One worker process: cases in, results out, over its own pipe (no shared locks a
+    crashing process could leave held)."""
     while True:
-        case = tasks.get()
+        case = conn.recv()
         if case is None:
             return
-        results.put(("start", wid, case[0]))
-        results.put(("done", wid, case[0], _run_case(case)))
+        conn.send((case[0], _run_case(case)))
 
 
 class _Pool:
-    """Worker processes fed from one queue; a worker that dies costs only its current case."""
+    """Worker processes, one pipe each; a worker that dies costs only its current case."""
 
     def __init__(self, jobs: int, timeout_s: float | None):
         self.ctx = multiprocessing.get_context("spawn")
-        self.tasks = self.ctx.Queue()
-        self.results = self.ctx.Queue()
         self.jobs = jobs
         self.timeout_s = timeout_s
-        self.workers = {}      # wid -> [process, current case index or None, started]
-        self.next_wid = 0
 
-    def _spawn(self) -> None:
-        wid = self.next_wid
-        self.next_wid += 1
-        proc = self.ctx.Process(target=_worker, args=(self.tasks, self.results, wid), daemon=True)
+    def _spawn(self) -> dict:
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=_worker, args=(child,), daemon=True)
         proc.start()
-        self.workers[wid] = [proc, None, 0.0]
+        child.close()
+        return {"proc": proc, "conn": parent, "case": None, "started": 0.0}
 
     def run(self, cases: list, on_result) -> None:
-        for case in cases:
-            self.tasks.put(case)
-        for _ in range(self.jobs):
-            self.tasks.put(None)
-        for _ in range(min(self.jobs, len(cases))):
-            self._spawn()
-        pending = len(cases)
-        while pending:
-            try:
-                msg = self.results.get(timeout=0.2)
-            except queue.Empty:
-                pending -= self._reap(on_result)
-                continue
-            if msg[0] == "start":
-                self.workers[msg[1]][1:] = [msg[2], time.monotonic()]
-            else:
-                self.workers[msg[1]][1] = None
-                on_result(msg[2], msg[3])
-                pending -= 1
-        for proc, _, _ in self.workers.values():
-            proc.join(timeout=5)
+        from multiprocessing.connection import wait
+        todo = deque(cases)
+        finished = []
 
-    def _reap(self, on_result) -> int:
-        lost = 0
-        now = time.monotonic()
-        for wid, (proc, current, started) in list(self.workers.items()):
-            timed_out = (self.timeout_s and current is not None and now - started > self.timeout_s)
-            if proc.is_alive() and not timed_out:
-                continue
-            if timed_out:
-                proc.kill()          # our own worker, by its handle
-            proc.join(timeout=5)
-            del self.workers[wid]
-            if current is not None:
+        def feed(worker) -> bool:
+            if todo:
+                case = todo.popleft()
+                worker["conn"].send(case)
+                worker["case"], worker["started"] = case[0], time.monotonic()
+                return True
+            worker["conn"].send(None)
+            worker["case"] = None
+            finished.append(worker)
+            return False
+
+        active = []
+        for _ in range(min(self.jobs, len(cases))):
+            worker = self._spawn()
+            if feed(worker):
+                active.append(worker)
+        while active:
+            ready = set(wait([w["conn"] for w in active] + [w["proc"].sentinel for w in active], timeout=0.5))
+            now = time.monotonic()
+            for worker in list(active):
+                conn, proc = worker["conn"], worker["proc"]
+                result = None
+                if conn in ready:
+                    try:
+                        result = conn.recv()
+                    except (EOFError, OSError):
+                        result = None
+                if result is not None:
+                    on_result(*result)
+                    if not feed(worker):
+                        active.remove(worker)
+                    continue
+                timed_out = self.timeout_s and now - worker["started"] > self.timeout_s
+                if proc.sentinel not in ready and conn not in ready and not timed_out:
+                    continue
+                if timed_out:
+                    proc.kill()          # our own worker, by its handle
+                proc.join(timeout=5)
                 why = (f"timeout: case took longer than {self.timeout_s} s" if timed_out else
                        f"crash: worker died (exit code {proc.exitcode})")
-                on_result(current, {"status": "error", "reasons": [why], "metrics": {}, "findings": []})
-                lost += 1
-                self.tasks.put(None)  # the replacement needs a sentinel of its own
-                self._spawn()
-        return lost
+                on_result(worker["case"], {"status": "error", "reasons": [why], "metrics": {}, "findings": []})
+                conn.close()
+                active.remove(worker)
+                if todo:
+                    replacement = self._spawn()
+                    if feed(replacement):
+                        active.append(replacement)
+        for worker in finished:
+            worker["proc"].join(timeout=5)
+            worker["conn"].close()
 
 
 # -- the matrix ----------------------------------------------------------------
