@@ -99,21 +99,23 @@ class _Sim:
         check = checker.check if self.check else None
         floor = checker.floor
         deadline = s.deadline_us
+        ack_every, max_ack_delay, ack_on_gap = s.ack_every, s.max_ack_delay_us, s.ack_on_gap
+        reorder_rate, reorder_delay = s.reorder_rate, s.reorder_delay_us
+        jitter, aggregation = s.jitter_us, s.ack_aggregation_us
 
         loss = LossModel(s.loss_schedule, s.blackouts, random.Random(f"{seed}/loss"))
+        drops = loss.drops
         ack_loss = LossModel(((NEVER, s.ack_loss_rate),) if s.ack_loss_rate else (), s.blackouts,
                              random.Random(f"{seed}/ack-loss"))
         rng_path = random.Random(f"{seed}/path")
         fwd_delay = s.base_rtt_us // 2
         ret_delay = s.base_rtt_us - fwd_delay
         link = Link(s.rate_bytes_per_s, s.queue_bytes, fwd_delay)
+        link_send = link.send
         ld = LossDetection(s.initial_rtt_us, s.max_ack_delay_us)
         detect, pc_check = ld.detect, ld.persistent_congestion
         in_flight = ledger.in_flight
 
-        # -- state shared by the closures below (one-element lists are cheap cells)
-        st = {"snap": None, "last_t": 0, "min_us": 0, "transitions": 0, "in_rec": False,
-              "max_cwnd": 0, "index": 0}
         status = bytearray()        # per pn: 0 in flight, 1 acknowledged, 2 declared lost
         sent_times = []             # per pn
         chunk_of = []               # per pn: which mds-sized piece of application data it carries
@@ -121,87 +123,92 @@ class _Sim:
         total_chunks = per_burst * (s.bursts if s.app == "bursts" else 1)
         delivered = bytearray(total_chunks)
         retx = deque()
-        counters = {"delivered": 0, "next_chunk": 0, "available": per_burst, "sent": 0, "lost": 0,
-                    "ptos": 0, "pcs": 0, "last_ack_eliciting": None, "last_delivery": 0, "max_stall": 0,
-                    "next_pn": 0}
+
+        # -- state shared by the closures below (closure cells: cheaper than dicts)
+        snap = None                 # the controller's latest snapshot
+        cwnd = 0
+        index = last_t = min_us = transitions = max_cwnd = 0
+        in_rec = False
+        n_delivered = next_chunk_i = sent = lost_count = ptos = pcs = 0
+        available = per_burst
+        last_ack_eliciting = None
+        last_delivery = max_stall = next_pn = 0
+        seq = 0
+        heap = []
+        push = heapq.heappush
 
         def emit(ev) -> None:
+            nonlocal snap, cwnd, index, last_t, min_us, transitions, max_cwnd, in_rec
             r = resolve_ev(ev)
             truth_update(r)
             t = r.t
             try:
-                snap = step(r)
+                after = step(r)
             except (AdapterError, ArithmeticError, ValueError) as exc:
-                index = st["index"]
                 self.error = f"event {index}: {exc}"
                 checker.flag("adapter-error", index, t, str(exc))
                 append_event(ev)
                 raise _Stop from None
             append_event(ev)
-            before = st["snap"]
-            index = st["index"]
-            st["index"] = index + 1
             if check is not None:
-                check(index, r, before, snap, truth)
-            if before is not None:
-                if before.cwnd <= floor:
-                    st["min_us"] += t - st["last_t"]
-            st["last_t"] = t
-            cwnd = snap.cwnd
-            if cwnd > st["max_cwnd"]:
-                st["max_cwnd"] = cwnd
-            in_rec = snap.phase == RECOVERY
-            if in_rec != st["in_rec"]:
-                st["in_rec"] = in_rec
-                st["transitions"] += 1
-            st["snap"] = snap
-
-        heap = []
-        push = heapq.heappush
-        seq = [0]
+                check(index, r, snap, after, truth)
+            index += 1
+            if snap is not None and cwnd <= floor:
+                min_us += t - last_t
+            last_t = t
+            snap = after
+            cwnd = after.cwnd
+            if cwnd > max_cwnd:
+                max_cwnd = cwnd
+            if (after.phase == RECOVERY) != in_rec:
+                in_rec = not in_rec
+                transitions += 1
 
         def schedule(t, kind, a, b=None):
-            seq[0] += 1
-            push(heap, (t, seq[0], kind, a, b))
+            nonlocal seq
+            seq += 1
+            push(heap, (t, seq, kind, a, b))
 
         def transmit(now, chunk, app_limited) -> None:
-            pn = counters["next_pn"]
-            counters["next_pn"] = pn + 1
+            nonlocal next_pn, sent, last_ack_eliciting
+            pn = next_pn
+            next_pn = pn + 1
             status.append(0)
             sent_times.append(now)
             chunk_of.append(chunk)
-            counters["sent"] += 1
-            counters["last_ack_eliciting"] = now
+            sent += 1
+            last_ack_eliciting = now
             emit(Sent(now, pn, mds, app_limited))
-            if loss.drops(now):
+            if drops(now):
                 return
-            arrival = link.send(now, mds)
+            arrival = link_send(now, mds)
             if arrival is None:
                 return
-            if s.reorder_rate and rng_path.random() < s.reorder_rate:
-                arrival += s.reorder_delay_us
+            if reorder_rate and rng_path.random() < reorder_rate:
+                arrival += reorder_delay
             schedule(arrival, _ARRIVE, pn)
 
         def next_chunk():
+            nonlocal next_chunk_i
             while retx:
                 chunk = retx.popleft()
                 if not delivered[chunk]:
                     return chunk
-            if counters["next_chunk"] < counters["available"]:
-                chunk = counters["next_chunk"]
-                counters["next_chunk"] = chunk + 1
+            if next_chunk_i < available:
+                chunk = next_chunk_i
+                next_chunk_i = chunk + 1
                 return chunk
             return None
 
         def pump(now) -> None:
             """Send while the controller's window allows (RFC 9002 §7: bytes_in_flight + mds <= cwnd)."""
-            if ledger.bytes_in_flight + mds > st["snap"].cwnd:
+            if ledger.bytes_in_flight + mds > cwnd:
                 return
             # RFC 9002 §7.8: this sending opportunity is app-limited when everything the
             # application has to send leaves room for another datagram in the window.
-            waiting = (counters["available"] - counters["next_chunk"] + len(retx)) * mds
-            app_limited = ledger.bytes_in_flight + waiting + mds <= st["snap"].cwnd
-            while ledger.bytes_in_flight + mds <= st["snap"].cwnd:
+            waiting = (available - next_chunk_i + len(retx)) * mds
+            app_limited = ledger.bytes_in_flight + waiting + mds <= cwnd
+            while ledger.bytes_in_flight + mds <= cwnd:
                 chunk = next_chunk()
                 if chunk is None:
                     return
@@ -218,53 +225,61 @@ class _Sim:
                 transmit(now, chunk, False)
 
         def declare(now, lost) -> None:
+            nonlocal lost_count, pcs
             for packet in lost:
                 pn = packet[0]
                 status[pn] = 2
                 retx.append(chunk_of[pn])
-            counters["lost"] += len(lost)
+            lost_count += len(lost)
             persistent = pc_check(lost, status, sent_times)
             emit(Lost(now, tuple(p[0] for p in lost)))
             if persistent:
-                counters["pcs"] += 1
+                pcs += 1
                 emit(PersistentCongestion(now))
 
         # Receiver state
-        rx = {"pending": [], "largest": -1, "unacked": 0, "timer": None, "last_arrival": 0}
+        rx_pending = []
+        rx_largest = -1
+        rx_unacked = 0
+        rx_timer = None
+        rx_last_arrival = 0
 
         def send_ack(now) -> None:
-            rx["timer"] = None
-            rx["unacked"] = 0
-            pending = rx["pending"]
+            nonlocal rx_pending, rx_unacked, rx_timer, rx_last_arrival
+            rx_timer = None
+            rx_unacked = 0
+            pending = rx_pending
             if not pending:
                 return
             if ack_loss.drops(now):
                 return          # the next ACK frame repeats these ranges
-            rx["pending"] = []
+            rx_pending = []
             pending.sort()
-            ack_delay = min(now - pending[-1][1], s.max_ack_delay_us)
+            ack_delay = min(now - pending[-1][1], max_ack_delay)
             arrival = now + ret_delay
-            if s.jitter_us:
-                arrival += rng_path.randrange(s.jitter_us + 1)
-            if s.ack_aggregation_us:
-                agg = s.ack_aggregation_us
-                arrival = -(-arrival // agg) * agg
-            arrival = max(arrival, rx["last_arrival"])   # the return path keeps order
-            rx["last_arrival"] = arrival
+            if jitter:
+                arrival += rng_path.randrange(jitter + 1)
+            if aggregation:
+                arrival = -(-arrival // aggregation) * aggregation
+            if arrival < rx_last_arrival:
+                arrival = rx_last_arrival   # the return path keeps order
+            rx_last_arrival = arrival
             schedule(arrival, _ACK, tuple(p[0] for p in pending), ack_delay)
 
         def on_arrival(now, pn) -> None:
-            rx["pending"].append((pn, now))
-            gap = pn != rx["largest"] + 1
-            if pn > rx["largest"]:
-                rx["largest"] = pn
-            rx["unacked"] += 1
-            if (gap and s.ack_on_gap) or rx["unacked"] >= s.ack_every:
+            nonlocal rx_largest, rx_unacked, rx_timer
+            rx_pending.append((pn, now))
+            gap = pn != rx_largest + 1
+            if pn > rx_largest:
+                rx_largest = pn
+            rx_unacked += 1
+            if (gap and ack_on_gap) or rx_unacked >= ack_every:
                 send_ack(now)
-            elif rx["timer"] is None:
-                rx["timer"] = now + s.max_ack_delay_us
+            elif rx_timer is None:
+                rx_timer = now + max_ack_delay
 
         def on_ack(now, pns, ack_delay) -> bool:
+            nonlocal n_delivered, last_delivery, max_stall
             newly = tuple(pn for pn in pns if status[pn] != 1)
             if not newly:
                 return False
@@ -284,46 +299,45 @@ class _Sim:
                     delivered[chunk] = 1
                     fresh += 1
             if fresh:
-                counters["delivered"] += fresh
-                stall = now - counters["last_delivery"]
-                if stall > counters["max_stall"]:
-                    counters["max_stall"] = stall
-                counters["last_delivery"] = now
+                n_delivered += fresh
+                if now - last_delivery > max_stall:
+                    max_stall = now - last_delivery
+                last_delivery = now
             ld.pto_count = 0            # RFC 9002 A.7
-            return counters["delivered"] == total_chunks and counters["available"] == total_chunks
+            return n_delivered == total_chunks and available == total_chunks
 
         def on_timer(now) -> None:
+            nonlocal ptos
             if ld.loss_time is not None:
                 lost = detect(now, in_flight)
                 if lost:
                     declare(now, lost)
             else:
                 ld.pto_count += 1
-                counters["ptos"] += 1
+                ptos += 1
                 probe(now)
 
         # -- the loop --------------------------------------------------------
         heappop = heapq.heappop
+        timer = ld.timer
         if s.app == "bursts":
             for i in range(1, s.bursts):
                 schedule(i * s.period_us, _APP, i)
         timer_at = None
         now = 0
         try:
-            # the controller's state before anything happens: the first send's snapshot
-            # needs a window, so open with the stack's initial window from a Sent event.
-            st["snap"] = None
-            first = next_chunk()
-            transmit(0, first, False)
+            # The first packet opens the connection (every initial window holds one);
+            # its snapshot gives the window the sender works with from then on.
+            transmit(0, next_chunk(), False)
             pump(0)
-            timer_at = ld.timer(counters["last_ack_eliciting"], ledger.bytes_in_flight)
+            timer_at = timer(last_ack_eliciting, ledger.bytes_in_flight)
             while True:
                 t_heap = heap[0][0] if heap else NEVER
-                t_rx = rx["timer"] if rx["timer"] is not None else NEVER
+                t_rx = rx_timer if rx_timer is not None else NEVER
                 t_tx = timer_at if timer_at is not None else NEVER
                 now = min(t_heap, t_rx, t_tx)
                 if now == NEVER:
-                    self.deadlock_us = st["last_t"]
+                    self.deadlock_us = last_t
                     break
                 if now > deadline:
                     break
@@ -337,41 +351,40 @@ class _Sim:
                             self.completion_us = now
                             break
                     else:   # _APP: a new burst
-                        if counters["delivered"] == counters["available"]:
-                            counters["last_delivery"] = now   # nothing was waiting
-                        counters["available"] += per_burst
+                        if n_delivered == available:
+                            last_delivery = now   # nothing was waiting
+                        available += per_burst
                 elif t_rx == now:
                     send_ack(now)
                     continue
                 else:
                     on_timer(now)
                 pump(now)
-                timer_at = ld.timer(counters["last_ack_eliciting"], ledger.bytes_in_flight)
+                timer_at = timer(last_ack_eliciting, ledger.bytes_in_flight)
         except _Stop:
             pass
-        end = self.completion_us if self.completion_us is not None else min(max(now, st["last_t"]), deadline)
-        if self.completion_us is None and counters["delivered"] < total_chunks:
-            stall = end - counters["last_delivery"]
-            counters["max_stall"] = max(counters["max_stall"], stall)
-        snap = st["snap"]
-        if snap is not None and snap.cwnd <= floor:
-            st["min_us"] += max(0, end - st["last_t"])
-        delivered_bytes = min(counters["delivered"] * mds, s.bytes * (s.bursts if s.app == "bursts" else 1))
+        end = self.completion_us if self.completion_us is not None else min(max(now, last_t), deadline)
+        if self.completion_us is None and n_delivered < total_chunks:
+            max_stall = max(max_stall, end - last_delivery)
+        if snap is not None and cwnd <= floor:
+            min_us += max(0, end - last_t)
+        total_bytes = s.bytes * (s.bursts if s.app == "bursts" else 1)
+        delivered_bytes = min(n_delivered * mds, total_bytes)
         self.metrics = {
             "completion_us": self.completion_us,
             "goodput_bytes_per_s": delivered_bytes * 1_000_000 // max(end, 1),
-            "min_window_us": st["min_us"],
-            "recovery_transitions": st["transitions"],
+            "min_window_us": min_us,
+            "recovery_transitions": transitions,
             "delivered_bytes": delivered_bytes,
-            "total_bytes": s.bytes * (s.bursts if s.app == "bursts" else 1),
-            "packets_sent": counters["sent"],
-            "packets_lost": counters["lost"],
+            "total_bytes": total_bytes,
+            "packets_sent": sent,
+            "packets_lost": lost_count,
             "queue_drops": link.drops,
-            "ptos": counters["ptos"],
-            "persistent_congestions": counters["pcs"],
-            "max_cwnd": st["max_cwnd"],
+            "ptos": ptos,
+            "persistent_congestions": pcs,
+            "max_cwnd": max_cwnd,
             "final_cwnd": snap.cwnd if snap is not None else None,
-            "max_stall_us": counters["max_stall"],
+            "max_stall_us": max_stall,
             "events": len(events),
             "end_us": end,
         }
