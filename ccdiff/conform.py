@@ -80,11 +80,16 @@ def _safe(label: str) -> str:
 
 
 # -- the worker ----------------------------------------------------------------
+_WORKER_RECIPES: dict = {}
+
+
 def _run_case(case: tuple) -> dict:
     from .sim import simulate
     index, scenario, item, seed, trace_dir, keep = case
     try:
-        result = simulate(scenario, _target(item, load_recipes()), seed, record=keep != "none")
+        if not _WORKER_RECIPES:
+            _WORKER_RECIPES.update(load_recipes())
+        result = simulate(scenario, _target(item, _WORKER_RECIPES), seed, record=keep != "none")
     except SetupError as exc:
         return {"status": "error", "reasons": [f"setup: {exc}"], "metrics": {}, "findings": []}
     except Exception as exc:   # a harness bug: report it, keep the run going

@@ -63,7 +63,7 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
     header = Header(mds, s.initial_rtt_us, name=f"{s.name} seed={seed}",
                     comment=f"ccdiff sim: scenario {s.name}, seed {seed}, stack {target.label}")
     controller = open_controller(target, mds, s.initial_rtt_us)
-    profile = load_profile(target.recipe)
+    profile = _profile(target.recipe)
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
     checker = Checker(target.label, mds, target.family, profile.min_window_datagrams, provisional)
     try:
@@ -73,6 +73,17 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
         if hasattr(controller, "close"):
             controller.close()
     return _judge(s, target, seed, sim, checker, profile, header, record)
+
+
+_PROFILES: dict = {}
+
+
+def _profile(recipe):
+    """load_profile, read once per process (conform workers run many cases)."""
+    key = None if recipe is None else str(recipe.folder)
+    if key not in _PROFILES:
+        _PROFILES[key] = load_profile(recipe)
+    return _PROFILES[key]
 
 
 class _Sim:
