@@ -202,3 +202,22 @@ def test_overrides_are_validated():
         DEATH.with_params(bytes=0)
     with pytest.raises(SetupError):
         DEATH.with_params(nope=1)
+
+
+@pytest.mark.parametrize("name", __import__("ccdiff.sim", fromlist=["x"]).available_scenarios())
+def test_every_scenario_gives_a_valid_replayable_trace(name):
+    scenario = load_scenario(name)
+    if scenario.app == "bulk":
+        scenario = scenario.with_params(bytes=min(scenario.bytes, 1_000_000))
+    result = simulate(scenario, "oracle", 0)
+    trace = parse_trace_text(result.trace_text(), name)       # causality holds
+    assert len(trace.events) == result.metrics["events"] > 0
+    assert result.metrics["completion_us"] is not None
+
+
+def test_ack_loss_and_jitter_keep_the_trace_valid():
+    scenario = DEATH.with_params(bytes=500_000, ack_loss_rate=0.2, jitter_us=3000, reorder_rate=0.05,
+                                 reorder_delay_us=4000, ack_aggregation_us=5000)
+    result = simulate(scenario, "oracle", 3)
+    parse_trace_text(result.trace_text(), "mixed")
+    assert result.metrics["completion_us"] is not None
