@@ -2,7 +2,7 @@
 PYTHON ?= python3
 EXAMPLES := $(wildcard examples/*.jsonl)
 
-.PHONY: setup run test bench clean
+.PHONY: setup run conform test bench clean
 
 setup:            ## install ccdiff (editable, with test tools) and build every pinned stack
 	$(PYTHON) -m pip install --quiet -e ".[test]"
@@ -12,12 +12,16 @@ run: setup        ## the main job: every example through every built stack, as a
 	$(PYTHON) -m ccdiff stacks
 	$(PYTHON) -m ccdiff matrix $(EXAMPLES) --json reports/matrix.json --report reports/html
 
+conform: setup    ## closed loop: every scenario x every built stack x 100 seeds (scenarios/)
+	$(PYTHON) -m ccdiff conform --seeds 100 --out reports/conform
+
 test: setup       ## the test suite
 	$(PYTHON) -m pytest -q -n 2
 
 bench: setup      ## benchmarks (not part of the tests)
 	$(PYTHON) bench/bench_oracle.py
 	$(PYTHON) bench/bench_adapters.py
+	$(PYTHON) bench/bench_sim.py --seeds 10
 
 clean:
 	rm -rf build reports/*.json

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -145,6 +146,131 @@ def cmd_serve(args) -> int:
     from .serve import serve
     return serve(args.host, args.port, args.stack)
 
+def _scenario_list(names):
+    from .sim.scenario import available_scenarios, load_scenario
+    names = names or available_scenarios()
+    out = []
+    for item in names:
+        for name in item.split(","):
+            if name:
+                out.append(load_scenario(name))
+    return out
+
+
+def _stack_list(items):
+    """--stacks a,b --stacks c -> [a, b, c]; a part like 'hystart=off' after a SPEC with
+    options continues that SPEC (quiche:idle_fix=off,hystart=off) unless its right-hand
+    side names a stack (NAME=SPEC)."""
+    if not items:
+        return None
+    from .stacks import load_recipes, resolve
+    recipes = load_recipes()
+
+    def names_stack(text):
+        try:
+            resolve(text, recipes)
+            return True
+        except SetupError:
+            return False
+    out = []
+    for item in items:
+        for part in item.split(","):
+            if not part:
+                continue
+            key, eq, value = part.partition("=")
+            if (out and ":" in out[-1] and eq and re.fullmatch(r"[a-z_][a-z0-9_]*", key)
+                    and ":" not in value and "@" not in value and not names_stack(value)):
+                out[-1] += "," + part
+            else:
+                out.append(part)
+    return out
+
+
+def cmd_conform(args) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from .conform import (cpu_count, default_stacks, exit_code, print_summary, run_conform,
+                          with_controls, write_outputs)
+    scenarios = _scenario_list(args.scenarios)
+    stacks = with_controls(_stack_list(args.stacks) or default_stacks())
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if args.build:
+        from .build import ensure_built
+        for spec in stacks:
+            ensure_built(spec)
+    jobs = args.jobs or cpu_count()
+    total = len(stacks) * len(scenarios) * len(seeds)
+    from rich.console import Console
+    err = Console(stderr=True, highlight=False)
+    with Progress(TextColumn("conform"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[bad]}"),
+                  TimeElapsedColumn(), console=err, transient=not err.is_terminal) as bar:
+        task = bar.add_task("cases", total=total, bad="")
+        failed = [0]
+
+        def progress(doc):
+            failed[0] += doc["status"] != "pass"
+            bar.update(task, advance=1, bad=f"{failed[0]} not passing" if failed[0] else "")
+        summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout, progress)
+    regressions = None
+    if args.baseline:
+        from .conform import compare
+        try:
+            baseline = json.loads(Path(args.baseline).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SetupError(f"cannot read baseline {args.baseline}: {exc}") from None
+        regressions = compare(summary, baseline, args.tolerance)
+        summary["regressions"] = regressions
+    write_outputs(summary, args.out)
+    console = _console()
+    print_summary(console, summary)
+    print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
+    if regressions is not None:
+        for r in regressions:
+            seed = f" seed {r['seed']}" if r["seed"] is not None else ""
+            console.print(f"[red]regression[/] {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}")
+        console.print(f"{len(regressions)} regressions against {args.baseline}")
+        return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if regressions else EXIT_OK
+    return exit_code(summary)
+
+
+def cmd_sim(args) -> int:
+    from .sim import simulate
+    (scenario,) = _scenario_list([args.scenario])
+    params = {}
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    if params:
+        scenario = scenario.with_params(**params)
+    worst = 0
+    for spec in args.stack or ["oracle"]:
+        result = simulate(scenario, spec, args.seed, record=bool(args.trace))
+        print(json.dumps(result.to_dict(), indent=1, sort_keys=True) if args.json else
+              f"{result.stack} seed {result.seed}: {result.status.upper()} "
+              f"completion={result.metrics['completion_us']} us "
+              f"min_window={result.metrics['min_window_us']} us "
+              f"flips={result.metrics['recovery_transitions']} events={result.metrics['events']}")
+        if not args.json:
+            for reason in result.reasons:
+                print(f"    {reason}")
+        if args.trace:
+            path = args.trace if len(args.stack or ["oracle"]) == 1 else \
+                f"{args.trace.removesuffix('.jsonl')}-{re.sub(r'[^A-Za-z0-9@._-]+', '_', result.stack)}.jsonl"
+            Path(path).write_text(result.trace_text())
+            print(f"    trace: {path}  (ccdiff replay {path} --stack {result.stack})")
+        worst = max(worst, EXIT_FINDINGS if result.status != "pass" else EXIT_OK)
+    return worst
+
+
+def cmd_scenarios(args) -> int:
+    from .sim.scenario import available_scenarios, load_scenario
+    for name in available_scenarios():
+        s = load_scenario(name)
+        print(f"{name:24} {' '.join(s.purpose.split())[:90]}")
+    return EXIT_OK
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -212,6 +338,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("conform", help="closed-loop conformance: stacks x scenarios x seeds in the simulator",
+                       description="Run every stack through every scenario (scenarios/*.toml) with N seeds "
+                                   "in the closed-loop simulator, in parallel; write summary.json, junit.xml "
+                                   "and the traces of failing runs. The Reno controls (oracle-reno and each "
+                                   "stack's Reno alias) always run too. Exit 0 all pass, 1 failures, 2 errors.")
+    p.add_argument("--stacks", action="append", metavar="SPEC[,SPEC...]",
+                   help="stacks (default: the oracles and every built stack); NAME=SPEC reports SPEC "
+                        "as NAME, e.g. oracle=oracle:idle=last-send")
+    p.add_argument("--scenarios", action="append", metavar="NAME[,NAME...]",
+                   help="scenario names or .toml paths (default: all of scenarios/)")
+    p.add_argument("--seeds", type=int, default=10, metavar="N", help="seeds per case (default 10)")
+    p.add_argument("--first-seed", type=int, default=0, metavar="S")
+    p.add_argument("--out", default="reports/conform", metavar="DIR")
+    p.add_argument("--jobs", type=int, default=0, metavar="N", help="worker processes (default: cores)")
+    p.add_argument("--traces", choices=["failing", "all", "none"], default="failing",
+                   help="which runs keep a replayable trace under DIR/traces (default failing)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-case time limit")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="an earlier summary.json: exit 1 only on regressions (a seed that passed there "
+                        "fails now, or a pass-rate drop beyond --tolerance), 0 otherwise, 2 on errors")
+    p.add_argument("--tolerance", type=float, default=0.05, metavar="X",
+                   help="pass-rate drop that counts as a regression when seed sets differ (default 0.05)")
+    p.add_argument("--build", action="store_true", help="build missing stacks first")
+    p.set_defaults(func=cmd_conform)
+
+    p = sub.add_parser("sim", help="run one scenario once in the closed-loop simulator",
+                       description="Simulate one scenario with one seed for each stack; print the verdict "
+                                   "and metrics, optionally write the replayable trace.")
+    p.add_argument("scenario", help="scenario name or .toml path")
+    p.add_argument("--stack", action="append", metavar="SPEC")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario field")
+    p.add_argument("--trace", metavar="FILE", help="write the run's trace (JSONL)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("scenarios", help="list the scenario catalog")
+    p.set_defaults(func=cmd_scenarios)
     return parser
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import struct
 
 from .errors import SetupError
 from .snapshot import PHASES, UNKNOWN, Snapshot
@@ -42,6 +43,21 @@ class CSnapshot(ctypes.Structure):
 class Config(ctypes.Structure):
     _fields_ = [("max_datagram_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
                 ("initial_rtt_us", ctypes.c_int64), ("options", ctypes.c_char_p)]
+
+
+_PACKET = struct.Struct("=QqII")
+_PACKET_SIZE = _PACKET.size
+_EVENT_HEAD = struct.Struct("=IIqQ")      # kind, flags, now_us, bytes_in_flight
+_U32 = struct.Struct("=I")
+_EVENT_TAIL = struct.Struct("=qqqqq")     # ack_delay_us, rtt.{latest, smoothed, rttvar, min}
+_SNAPSHOT = struct.Struct("=QQQIIqqdd")
+_OFF_N_PACKETS = Event.n_packets.offset
+_OFF_N_SPURIOUS = Event.n_spurious.offset
+_OFF_ACK_DELAY = Event.ack_delay_us.offset
+assert _PACKET_SIZE == ctypes.sizeof(Packet) and _SNAPSHOT.size == ctypes.sizeof(CSnapshot)
+assert (Event.kind.offset, Event.flags.offset, Event.now_us.offset, Event.bytes_in_flight.offset) == (0, 4, 8, 16)
+assert Event.rtt.offset == _OFF_ACK_DELAY + 8 and ctypes.sizeof(RttState) == 32
+_new_snapshot = tuple.__new__
 
 
 class AdapterError(Exception):
@@ -104,30 +120,59 @@ class NativeController:
         self.handle = ctypes.c_void_p(handle)
         self._event = Event()
         self._out = CSnapshot()
+        self._event_ref = ctypes.byref(self._event)
+        self._out_ref = ctypes.byref(self._out)
+        self._step = self.lib.ccd_step
+        self._cap_packets = self._cap_spurious = 0
+        self._grow("packets", 64)
+        self._grow("spurious", 8)
 
     def step(self, ev) -> Snapshot:
-        c = self._event
-        c.kind = ev.kind
-        c.flags = (FLAG_APP_LIMITED if ev.app_limited else 0) | (FLAG_ECN_CE if ev.ecn_ce else 0)
-        c.now_us = ev.t
-        c.bytes_in_flight = ev.bytes_in_flight
-        packets = _packets(ev.packets)
-        spurious = _packets(ev.spurious)
-        c.packets = packets
-        c.n_packets = len(ev.packets)
-        c.spurious = spurious
-        c.n_spurious = len(ev.spurious)
-        c.ack_delay_us = ev.ack_delay
-        c.rtt.latest_us, c.rtt.smoothed_us, c.rtt.rttvar_us, c.rtt.min_us = ev.rtt
-        out = self._out
-        if self.lib.ccd_step(self.handle, ctypes.byref(c), ctypes.byref(out)) < 0:
+        # Hot path (one call per event): the event's scalar fields are packed with
+        # struct into the reused C structs and the packet arrays are reused buffers,
+        # so no ctypes objects are created per event.
+        packets, spurious = ev.packets, ev.spurious
+        n, m = len(packets), len(spurious)
+        if n > self._cap_packets:
+            self._grow("packets", n)
+        if m > self._cap_spurious:
+            self._grow("spurious", m)
+        pack_packet = _PACKET.pack_into
+        buf = self._packets_buf
+        offset = 0
+        for pn, sent, size, app_limited in packets:
+            pack_packet(buf, offset, pn, sent, size, app_limited)
+            offset += _PACKET_SIZE
+        if m:
+            buf = self._spurious_buf
+            offset = 0
+            for pn, sent, size, app_limited in spurious:
+                pack_packet(buf, offset, pn, sent, size, app_limited)
+                offset += _PACKET_SIZE
+        event = self._event
+        _EVENT_HEAD.pack_into(event, 0, ev.kind,
+                              (FLAG_APP_LIMITED if ev.app_limited else 0) | (FLAG_ECN_CE if ev.ecn_ce else 0),
+                              ev.t, ev.bytes_in_flight)
+        _U32.pack_into(event, _OFF_N_PACKETS, n)
+        _U32.pack_into(event, _OFF_N_SPURIOUS, m)
+        latest, smoothed, rttvar, min_rtt = ev.rtt
+        _EVENT_TAIL.pack_into(event, _OFF_ACK_DELAY, ev.ack_delay, latest, smoothed, rttvar, min_rtt)
+        if self._step(self.handle, self._event_ref, self._out_ref) < 0:
             message = self.lib.ccd_last_error(self.handle)
             raise AdapterError((message or b"ccd_step failed").decode(errors="replace"))
-        phase = PHASES[out.phase] if out.phase < len(PHASES) else UNKNOWN
-        return Snapshot(out.cwnd, None if out.ssthresh == CCD_NONE else out.ssthresh,
-                        out.bytes_in_flight, phase, _optional_time(out.recovery_start_us),
-                        _optional_time(out.epoch_start_us), _optional_float(out.w_max_bytes),
-                        _optional_float(out.k_us))
+        cwnd, ssthresh, bif, phase, _, recovery, epoch, w_max, k_us = _SNAPSHOT.unpack_from(self._out)
+        return _new_snapshot(Snapshot, (
+            cwnd, None if ssthresh == CCD_NONE else ssthresh, bif,
+            PHASES[phase] if phase < len(PHASES) else UNKNOWN,
+            None if recovery == CCD_NO_TIME else recovery, None if epoch == CCD_NO_TIME else epoch,
+            None if w_max != w_max else w_max, None if k_us != k_us else k_us))
+
+    def _grow(self, which: str, need: int) -> None:
+        cap = max(need, 2 * getattr(self, f"_cap_{which}"))
+        array = (Packet * cap)()
+        setattr(self, f"_{which}_buf", array)
+        setattr(self, f"_cap_{which}", cap)
+        setattr(self._event, which, ctypes.cast(array, ctypes.POINTER(Packet)))
 
     def close(self) -> None:
         if self.handle:

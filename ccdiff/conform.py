@@ -1,0 +1,391 @@
+"""`ccdiff conform`: every stack through every scenario with every seed, in closed loop.
+
+Each case (stack x scenario x seed) runs in a worker process that opens its
+own controller; a case that crashes its worker (a segfault in a stack) is an
+error for that case only and the worker is replaced.  Results are written as
+
+  summary.json   stable schema, sorted keys, no timestamps or wall times:
+                 two runs with the same arguments are byte-identical
+  junit.xml      one test case per stack x scenario
+  traces/        the replayable trace of every failing case
+                 (`ccdiff replay traces/<scenario>/<stack>/seed-N.jsonl --stack <stack>`)
+
+Every scenario also runs the Reno controls: oracle-reno and the Reno alias of
+each stack.  Exit codes: 0 all pass, 1 failures, 2 errors.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import statistics
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from .errors import SetupError
+from .stacks import load_recipes, resolve
+
+SCHEMA = "ccdiff-conform/1"
+SUMMARY_METRICS = ("completion_us", "min_window_us", "recovery_transitions", "goodput_bytes_per_s",
+                   "max_cwnd", "ptos", "persistent_congestions", "events")
+
+
+def split_label(item: str) -> tuple:
+    """'NAME=SPEC' runs SPEC under the report name NAME (e.g. to compare a local build or a
+    mutant with a baseline recorded under another name); a plain SPEC is its own name.
+    A SPEC's own options come after ':' (quiche:idle_fix=off), so an '=' before any ':'
+    is the label separator."""
+    eq, colon = item.find("="), item.find(":")
+    if eq > 0 and (colon < 0 or eq < colon):
+        return item[:eq], item[eq + 1:]
+    return None, item
+
+
+def _target(item: str, recipes: dict):
+    label, spec = split_label(item)
+    target = resolve(spec, recipes)
+    if label:
+        target.label = label
+    return target
+
+
+def with_controls(specs: list, recipes: dict | None = None) -> list:
+    """specs plus the Reno controls: oracle-reno and each native stack's Reno alias (same version)."""
+    recipes = load_recipes() if recipes is None else recipes
+    out = list(dict.fromkeys(specs))
+    controls = ["oracle-reno"]
+    for spec in specs:
+        target = resolve(split_label(spec)[1], recipes)
+        if target.kind == "native":
+            for alias in sorted(target.recipe.aliases):
+                controls.append(f"{alias}@{target.version}" if target.spec.version else alias)
+    for control in controls:
+        label = resolve(control, recipes).label
+        if all(_target(s, recipes).label != label for s in out):
+            out.append(control)
+    return out
+
+
+def default_stacks() -> list:
+    from .matrix import default_specs
+    return default_specs()
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9@._-]+", "_", label)
+
+
+# -- the worker ----------------------------------------------------------------
+_WORKER_RECIPES: dict = {}
+
+
+def _run_case(case: tuple) -> dict:
+    from .sim import simulate
+    index, scenario, item, seed, trace_dir, keep = case
+    try:
+        if not _WORKER_RECIPES:
+            _WORKER_RECIPES.update(load_recipes())
+        result = simulate(scenario, _target(item, _WORKER_RECIPES), seed, record=keep != "none")
+    except SetupError as exc:
+        return {"status": "error", "reasons": [f"setup: {exc}"], "metrics": {}, "findings": []}
+    except Exception as exc:   # a harness bug: report it, keep the run going
+        last = traceback.format_exception(exc)[-3:]
+        return {"status": "error", "reasons": ["exception: " + "".join(last).strip()], "metrics": {},
+                "findings": []}
+    doc = result.to_dict()
+    if result.trace is not None and trace_dir and (keep == "all" or result.status != "pass"):
+        rel = Path("traces") / _safe(scenario.name) / _safe(result.stack) / f"seed-{seed}.jsonl"
+        path = Path(trace_dir) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(result.trace_text())
+        doc["trace"] = str(rel)
+    return doc
+
+
+def _worker(conn) -> None:
+    """One worker process: cases in, results out, over its own pipe (no shared locks a
+    crashing process could leave held)."""
+    while True:
+        case = conn.recv()
+        if case is None:
+            return
+        conn.send((case[0], _run_case(case)))
+
+
+class _Pool:
+    """Worker processes, one pipe each; a worker that dies costs only its current case."""
+
+    def __init__(self, jobs: int, timeout_s: float | None):
+        self.ctx = multiprocessing.get_context("spawn")
+        self.jobs = jobs
+        self.timeout_s = timeout_s
+
+    def _spawn(self) -> dict:
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=_worker, args=(child,), daemon=True)
+        proc.start()
+        child.close()
+        return {"proc": proc, "conn": parent, "case": None, "started": 0.0}
+
+    def run(self, cases: list, on_result) -> None:
+        from multiprocessing.connection import wait
+        todo = deque(cases)
+        finished = []
+
+        def feed(worker) -> bool:
+            if todo:
+                case = todo.popleft()
+                worker["conn"].send(case)
+                worker["case"], worker["started"] = case[0], time.monotonic()
+                return True
+            worker["conn"].send(None)
+            worker["case"] = None
+            finished.append(worker)
+            return False
+
+        active = []
+        for _ in range(min(self.jobs, len(cases))):
+            worker = self._spawn()
+            if feed(worker):
+                active.append(worker)
+        while active:
+            ready = set(wait([w["conn"] for w in active] + [w["proc"].sentinel for w in active], timeout=0.5))
+            now = time.monotonic()
+            for worker in list(active):
+                conn, proc = worker["conn"], worker["proc"]
+                result = None
+                if conn in ready:
+                    try:
+                        result = conn.recv()
+                    except (EOFError, OSError):
+                        result = None
+                if result is not None:
+                    on_result(*result)
+                    if not feed(worker):
+                        active.remove(worker)
+                    continue
+                timed_out = self.timeout_s and now - worker["started"] > self.timeout_s
+                if proc.sentinel not in ready and conn not in ready and not timed_out:
+                    continue
+                if timed_out:
+                    proc.kill()          # our own worker, by its handle
+                proc.join(timeout=5)
+                why = (f"timeout: case took longer than {self.timeout_s} s" if timed_out else
+                       f"crash: worker died (exit code {proc.exitcode})")
+                on_result(worker["case"], {"status": "error", "reasons": [why], "metrics": {}, "findings": []})
+                conn.close()
+                active.remove(worker)
+                if todo:
+                    replacement = self._spawn()
+                    if feed(replacement):
+                        active.append(replacement)
+        for worker in finished:
+            worker["proc"].join(timeout=5)
+            worker["conn"].close()
+
+
+# -- the matrix ----------------------------------------------------------------
+def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None = None, jobs: int = 2,
+                keep_traces: str = "failing", timeout_s: float | None = None, progress=None) -> dict:
+    """Run the matrix; returns the summary document (see write_outputs)."""
+    recipes = load_recipes()
+    targets = [_target(item, recipes) for item in stacks]
+    labels = [t.label for t in targets]
+    if len(set(labels)) != len(labels):
+        raise SetupError(f"a stack is named twice: {', '.join(labels)}")
+    for target in targets:   # fail early, in the parent, with the fixing command
+        if target.kind == "native" and not target.recipe.library(target.version).exists():
+            raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
+                             f"ccdiff build {target.recipe.name}@{target.version}")
+    cases, keys = [], []
+    for scenario in scenarios:
+        for label, item in zip(labels, stacks):
+            for seed in seeds:
+                keys.append((scenario.name, label, seed))
+                cases.append((len(cases), scenario, item, seed, out_dir, keep_traces))
+    results = [None] * len(cases)
+
+    def on_result(index, doc):
+        scenario, label, seed = keys[index]
+        doc.update(scenario=scenario, stack=label, seed=seed)
+        results[index] = doc
+        if progress:
+            progress(doc)
+
+    _Pool(max(1, jobs), timeout_s).run(cases, on_result)
+    return summarize(labels, [s.name for s in scenarios], seeds, results)
+
+
+def _stats(values: list) -> dict | None:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"min": min(values), "median": statistics.median_low(values), "max": max(values)}
+
+
+def summarize(labels: list, scenario_names: list, seeds: list, results: list) -> dict:
+    cells = []
+    by_cell = {}
+    for doc in results:
+        by_cell.setdefault((doc["stack"], doc["scenario"]), []).append(doc)
+    for scenario in scenario_names:
+        for label in labels:
+            docs = sorted(by_cell.get((label, scenario), []), key=lambda d: d["seed"])
+            passed = sum(d["status"] == "pass" for d in docs)
+            failed = sum(d["status"] == "fail" for d in docs)
+            errors = sum(d["status"] == "error" for d in docs)
+            why = {}
+            for d in docs:
+                for kind in sorted({r.split(":")[0].split(" ")[0] for r in d["reasons"]}):
+                    why[kind] = why.get(kind, 0) + 1
+            completed = sum(1 for d in docs if d["metrics"].get("completion_us") is not None)
+            cells.append({
+                "stack": label, "scenario": scenario, "runs": len(docs), "passed": passed,
+                "failed": failed, "errors": errors,
+                "pass_rate": round(passed / len(docs), 4) if docs else None,
+                "completed": completed, "failure_reasons": why,
+                "failing_seeds": [d["seed"] for d in docs if d["status"] != "pass"],
+                "metrics": {m: _stats([d["metrics"].get(m) for d in docs]) for m in SUMMARY_METRICS},
+                "metrics_failing": {m: _stats([d["metrics"].get(m) for d in docs if d["status"] != "pass"])
+                                    for m in SUMMARY_METRICS},
+                # the runs that missed the deadline (e.g. the death spiral's pinned window)
+                "metrics_late": {m: _stats([d["metrics"].get(m) for d in docs
+                                            if d["status"] == "fail" and d["metrics"].get("completion_us") is None])
+                                 for m in SUMMARY_METRICS},
+            })
+    cases = sorted(results, key=lambda d: (d["scenario"], labels.index(d["stack"]), d["seed"]))
+    totals = {k: sum(c[k] for c in cells) for k in ("runs", "passed", "failed", "errors")}
+    return {"schema": SCHEMA, "stacks": labels, "scenarios": scenario_names, "seeds": list(seeds),
+            "totals": totals, "cells": cells, "cases": cases}
+
+
+def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
+    """Regressions against an earlier summary, one dict each, sorted.
+
+    The simulator is deterministic, so a seed that passed in the baseline and fails
+    now is a change, never noise: every such seed is a regression ("new-failure").
+    Where the seed sets differ, a cell whose pass rate dropped by more than
+    `tolerance` is one too ("pass-rate-drop").  Cells only in one summary are
+    ignored (a new stack or scenario is not a regression).
+    """
+    if baseline.get("schema") != SCHEMA:
+        raise SetupError(f"baseline has schema {baseline.get('schema')!r}, expected {SCHEMA}")
+    before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
+    cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
+    out = []
+    for case in summary["cases"]:
+        key = (case["stack"], case["scenario"], case["seed"])
+        if before.get(key) == "pass" and case["status"] != "pass":
+            out.append({"kind": "new-failure", "stack": key[0], "scenario": key[1], "seed": key[2],
+                        "detail": "; ".join(case["reasons"][:2])})
+    for cell in summary["cells"]:
+        old = cells_before.get((cell["stack"], cell["scenario"]))
+        if not old or old["pass_rate"] is None or cell["pass_rate"] is None:
+            continue
+        drop = old["pass_rate"] - cell["pass_rate"]
+        if drop > tolerance and not any(r["stack"] == cell["stack"] and r["scenario"] == cell["scenario"]
+                                        for r in out):
+            out.append({"kind": "pass-rate-drop", "stack": cell["stack"], "scenario": cell["scenario"],
+                        "seed": None, "detail": f"pass rate {old['pass_rate']:.0%} -> {cell['pass_rate']:.0%}"})
+    return sorted(out, key=lambda r: (r["scenario"], r["stack"], r["kind"], r["seed"] if r["seed"] is not None else -1))
+
+
+def exit_code(summary: dict) -> int:
+    totals = summary["totals"]
+    return 2 if totals["errors"] else 1 if totals["failed"] else 0
+
+
+def write_outputs(summary: dict, out_dir: str) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    (out / "junit.xml").write_bytes(junit_xml(summary))
+
+
+def junit_xml(summary: dict) -> bytes:
+    """One <testcase> per stack x scenario (classname = scenario, name = stack)."""
+    by_cell = {}
+    for case in summary["cases"]:
+        by_cell.setdefault((case["stack"], case["scenario"]), []).append(case)
+    totals = summary["totals"]
+    failures = sum(1 for c in summary["cells"] if c["failed"] and not c["errors"])
+    errors = sum(1 for c in summary["cells"] if c["errors"])
+    suite = ET.Element("testsuite", name="ccdiff conform", tests=str(len(summary["cells"])),
+                       failures=str(failures), errors=str(errors))
+    for cell in summary["cells"]:
+        tc = ET.SubElement(suite, "testcase", classname=f"conform.{cell['scenario']}", name=cell["stack"])
+        bad = [c for c in by_cell.get((cell["stack"], cell["scenario"]), []) if c["status"] != "pass"]
+        if not bad:
+            continue
+        lines = [f"seed {c['seed']} {c['status']}: " + "; ".join(c["reasons"][:3])
+                 + (f" [trace: {c['trace']}]" if c.get("trace") else "") for c in bad]
+        tag = "error" if cell["errors"] else "failure"
+        el = ET.SubElement(tc, tag, message=f"{len(bad)}/{cell['runs']} seeds did not pass "
+                                            f"({', '.join(sorted(cell['failure_reasons']))})")
+        el.text = "\n".join(lines)
+    ET.SubElement(suite, "system-out").text = (f"{totals['runs']} runs: {totals['passed']} passed, "
+                                               f"{totals['failed']} failed, {totals['errors']} errors")
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def print_summary(console, summary: dict) -> None:
+    from rich.table import Table
+    cells = {(c["stack"], c["scenario"]): c for c in summary["cells"]}
+    table = Table(title=f"conformance: pass rate over {len(summary['seeds'])} seeds "
+                        "(passed/runs; late = missed the deadline; E = errors)", title_justify="left")
+    table.add_column("stack")
+    for name in summary["scenarios"]:
+        table.add_column(name, justify="center")
+    for label in summary["stacks"]:
+        row = [label]
+        for name in summary["scenarios"]:
+            c = cells[(label, name)]
+            colour = "green" if c["passed"] == c["runs"] else "red" if c["passed"] == 0 else "yellow"
+            text = f"[{colour}]{c['passed']}/{c['runs']}[/]"
+            if c["errors"]:
+                text += f" [bold red]E{c['errors']}[/]"
+            late = c["runs"] - c["completed"]
+            if late:
+                text += f" [dim]({late} late)[/]"
+            row.append(text)
+        table.add_row(*row)
+    console.print(table)
+    detail = Table(title="per stack x scenario (medians over all seeds; in brackets: the runs that missed "
+                         "the deadline)", title_justify="left")
+    for col in ("stack", "scenario", "completed", "completion ms", "at min window ms",
+                "recovery flips", "why not passing"):
+        detail.add_column(col)
+
+    def med(stats, scale=1):
+        return "-" if not stats else f"{stats['median'] / scale:.0f}"
+
+    for c in summary["cells"]:
+        m, mf = c["metrics"], c["metrics_late"]
+        fail_part = lambda key, scale=1: f" [{med(mf[key], scale)}]" if mf[key] else ""  # noqa: E731
+        detail.add_row(c["stack"], c["scenario"], f"{c['completed']}/{c['runs']}",
+                       med(m["completion_us"], 1000),
+                       med(m["min_window_us"], 1000) + fail_part("min_window_us", 1000),
+                       med(m["recovery_transitions"]) + fail_part("recovery_transitions"),
+                       _top_reasons(c["failure_reasons"]))
+    console.print(detail)
+    t = summary["totals"]
+    console.print(f"{t['runs']} runs: [green]{t['passed']} passed[/], [red]{t['failed']} failed[/], "
+                  f"{t['errors']} errors")
+
+
+def _top_reasons(reasons: dict, top: int = 3) -> str:
+    ranked = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{k} {v}" for k, v in ranked[:top])
+    return (text + (f" +{len(ranked) - top} more" if len(ranked) > top else "")) or "-"
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

@@ -1,0 +1,116 @@
+"""`ccdiff conform`: the matrix, its outputs and its exit codes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ccdiff.cli import main
+from ccdiff.conform import SCHEMA, compare, run_conform, with_controls, write_outputs
+from ccdiff.sim import load_scenario
+
+
+def test_reno_controls_are_added():
+    specs = with_controls(["oracle", "oracle:idle=last-send"])
+    assert specs == ["oracle", "oracle:idle=last-send", "oracle-reno"]
+
+
+def test_summary_is_byte_identical_across_runs(tmp_path):
+    scenarios = [load_scenario("tail-loss"), load_scenario("death-spiral").with_params(bytes=300_000)]
+    for name in ("a", "b"):
+        summary = run_conform(["oracle", "oracle:idle=last-send"], scenarios, [0, 1], str(tmp_path / name), jobs=2)
+        write_outputs(summary, str(tmp_path / name))
+    for leaf in ("summary.json", "junit.xml"):
+        assert (tmp_path / "a" / leaf).read_bytes() == (tmp_path / "b" / leaf).read_bytes()
+    assert summary["totals"]["runs"] == 2 * 2 * 2
+    junit = (tmp_path / "a" / "junit.xml").read_text()
+    assert junit.count("<testcase") == 4
+
+
+def test_exit_codes(tmp_path, capsys):
+    assert main(["conform", "--stacks", "oracle", "--scenarios", "tail-loss", "--seeds", "1",
+                 "--out", str(tmp_path / "ok"), "--jobs", "1"]) == 0
+    assert main(["conform", "--stacks", "oracle", "--scenarios", "nope", "--seeds", "1",
+                 "--out", str(tmp_path / "bad")]) == 2
+
+
+def _short_death_spiral(tmp_path):
+    text = (Path(__file__).resolve().parent.parent / "scenarios" / "death-spiral.toml").read_text()
+    path = tmp_path / "short-death-spiral.toml"
+    path.write_text(text.replace("bytes = 10_000_000", "bytes = 300_000")
+                    .replace('name = "death-spiral"', 'name = "short-death-spiral"'))
+    return str(path)
+
+
+def test_baseline_flags_an_injected_regression(tmp_path):
+    scenario = _short_death_spiral(tmp_path)
+    common = ["conform", "--scenarios", scenario, "--seeds", "2", "--jobs", "2"]
+    assert main(common + ["--stacks", "oracle", "--out", str(tmp_path / "base")]) == 0
+    baseline = str(tmp_path / "base" / "summary.json")
+    # the same stacks again: nothing regressed
+    assert main(common + ["--stacks", "oracle", "--out", str(tmp_path / "same"), "--baseline", baseline]) == 0
+    # the quiche-before-0.28 mutant under the oracle's name: every seed is a new failure
+    assert main(common + ["--stacks", "oracle=oracle:idle=last-send", "--out", str(tmp_path / "mutant"),
+                          "--baseline", baseline]) == 1
+    summary = json.loads((tmp_path / "mutant" / "summary.json").read_text())
+    assert [(r["kind"], r["stack"], r["seed"]) for r in summary["regressions"]] == [
+        ("new-failure", "oracle", 0), ("new-failure", "oracle", 1)]
+
+
+def test_compare_ignores_new_cells_and_improvements():
+    base = {"schema": SCHEMA, "cases": [{"stack": "a", "scenario": "s", "seed": 0, "status": "fail"}],
+            "cells": [{"stack": "a", "scenario": "s", "pass_rate": 0.0}]}
+    now = {"cases": [{"stack": "a", "scenario": "s", "seed": 0, "status": "pass", "reasons": []},
+                     {"stack": "b", "scenario": "s", "seed": 0, "status": "fail", "reasons": ["x"]}],
+           "cells": [{"stack": "a", "scenario": "s", "pass_rate": 1.0},
+                     {"stack": "b", "scenario": "s", "pass_rate": 0.0}]}
+    assert compare(now, base) == []
+
+
+CRASHING_ADAPTER = r"""
+#include <stdlib.h>
+#include <string.h>
+#include "ccdiff_adapter.h"
+uint32_t ccd_abi_version(void) { return CCD_ABI_VERSION; }
+const char *ccd_describe(void) { return "crashy 1.0 (segfaults at t >= 50 ms); options: none"; }
+void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) { return calloc(1, 8); }
+int ccd_step(void *ctl, const ccd_event *ev, ccd_snapshot *out) {
+  if (ev->now_us >= 50000) { volatile int *p = 0; *p = 1; }
+  memset(out, 0, sizeof *out);
+  out->cwnd = 12000; out->ssthresh = CCD_NONE; out->bytes_in_flight = ev->bytes_in_flight;
+  out->recovery_start_us = CCD_NO_TIME; out->epoch_start_us = CCD_NO_TIME;
+  out->w_max_bytes = __builtin_nan(""); out->k_us = __builtin_nan("");
+  return 0;
+}
+const char *ccd_last_error(void *ctl) { return ""; }
+void ccd_close(void *ctl) { free(ctl); }
+"""
+
+
+def test_a_crashing_stack_costs_only_its_cases(tmp_path, monkeypatch):
+    import shutil
+    import subprocess
+    if not shutil.which("gcc"):
+        import pytest
+        pytest.skip("needs gcc")
+    repo = Path(__file__).resolve().parent.parent
+    home = tmp_path / "home"
+    stack = home / "implementations" / "crashy"
+    stack.mkdir(parents=True)
+    (stack / "stack.toml").write_text('name = "crashy"\nlanguage = "c"\ndefault_version = "1.0"\n'
+                                      '[[versions]]\nversion = "1.0"\nurl = "x"\nsha256 = "x"\n')
+    out = home / "build" / "crashy" / "1.0"
+    out.mkdir(parents=True)
+    (tmp_path / "a.c").write_text(CRASHING_ADAPTER)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-I", str(repo / "implementations" / "include"),
+                    "-o", str(out / "libccdiff_adapter.so"), str(tmp_path / "a.c")], check=True)
+    monkeypatch.setenv("CCDIFF_HOME", str(home))
+    monkeypatch.setenv("CCDIFF_BUILD_DIR", str(home / "build"))
+    scenario = load_scenario(str(repo / "scenarios" / "tail-loss.toml"))
+    summary = run_conform(["oracle", "crashy"], [scenario], [0, 1, 2], str(tmp_path / "out"), jobs=2)
+    by_stack = {c["stack"]: c for c in summary["cells"]}
+    assert by_stack["oracle"]["passed"] == 3
+    assert by_stack["crashy"]["errors"] == 3
+    crash = [c for c in summary["cases"] if c["stack"] == "crashy"]
+    assert all(c["reasons"][0].startswith("crash: worker died") for c in crash)
+    from ccdiff.conform import exit_code
+    assert exit_code(summary) == 2
