@@ -8,11 +8,13 @@ setup:            ## install ccdiff (editable, with test tools) and build every 
 	$(PYTHON) -m pip install --quiet -e ".[test]"
 	$(PYTHON) -m ccdiff build all
 
-run: setup        ## the main job: every example through every built stack, as a matrix
+run: setup        ## the main job: closed-loop conformance (10 seeds) + the examples' matrix and report
 	$(PYTHON) -m ccdiff stacks
-	$(PYTHON) -m ccdiff matrix $(EXAMPLES) --json reports/matrix.json --report reports/html
+	$(PYTHON) -m ccdiff conform --seeds 10 --out reports/conform; \
+	  code=$$?; $(PYTHON) -m ccdiff matrix $(EXAMPLES) --json reports/matrix.json --report reports/html; \
+	  exit $$code
 
-conform: setup    ## closed loop: every scenario x every built stack x 100 seeds (scenarios/)
+conform: setup    ## the nightly: every scenario x every built stack x 100 seeds (scenarios/)
 	$(PYTHON) -m ccdiff conform --seeds 100 --out reports/conform
 
 test: setup       ## the test suite

@@ -87,7 +87,9 @@ CATALOG = {inv.id: inv for inv in [
               "RFC 9002 §7.3.1",
               "While a sender is in slow start, the congestion window increases by the number of bytes "
               "acknowledged when each acknowledgment is processed.",
-              "Slow start at most doubles the window per round trip.", False),
+              "Slow start at most doubles the window per round trip. RFC 9002 describes this "
+              "without a MUST and variants (HyStart++, bandwidth-seeded starts) exist, so a profile "
+              "may document a different slow start.", True),
     Invariant("persistent-congestion-ignored", "Window not collapsed on persistent congestion",
               "RFC 9002 §7.6.2",
               "When persistent congestion is declared, the sender's congestion window MUST be reduced "
