@@ -196,6 +196,13 @@ class Truth:
             self.recovery_start = None   # RFC 9002 B.8
 
 
+def _rolled_back(before, after) -> bool:
+    """The recovery start moved back in time: the stack restored its pre-reduction state."""
+    start = before.recovery_start_us
+    return start is not None and (after.recovery_start_us is None or after.recovery_start_us < start) \
+        and after.cwnd > before.cwnd
+
+
 def _bad_number(value, lo: float) -> bool:
     return value is not None and (not math.isfinite(value) or value < lo or value > HUGE)
 
@@ -278,6 +285,10 @@ class Checker:
                     self.check_ack(index, ev, base, after, truth, after.cwnd - base.cwnd)
             return
         grew = cwnd - before.cwnd
+        if _rolled_back(before, after):
+            # The stack undid its last reduction (RFC 9438 §4.9 lets it; quiche does so
+            # after a few losses): the window returns to where it was, not growth.
+            return
         if truth.ambiguous:
             pass
         elif truth.new_event:            # an ECN-CE signal on an ACK

@@ -220,3 +220,30 @@ def test_docs_invariants_md_is_generated_from_the_catalog():
     from ccdiff.catalog_doc import render
     doc = Path(__file__).resolve().parent.parent / "docs" / "invariants.md"
     assert doc.read_text() == render(), "run: python3 -m ccdiff.catalog_doc > docs/invariants.md"
+
+
+def test_an_undo_is_not_growth():
+    """RFC 9438 §4.9: restoring the pre-reduction window (the recovery start moves back) is
+    not growth; the same jump with the recovery start kept is."""
+    flow = Flow()
+    for n in (10, 20):
+        flow.round_trip(n, RTT)
+    flight = flow.send(30)
+    flow.wait(RTT)
+    flow.lose(flight[:1])
+    flow.ack(flight[1:])
+    flow.wait(100)
+    flow.round_trip(4, RTT)
+    seen = {}
+
+    def jump_back(keep_recovery_start):
+        def perturb(i, ev, before, snap):
+            if ev.kind == LOST:
+                seen["pre"], seen["loss_t"] = before, ev.t
+            pre = seen.get("pre")
+            if pre is not None and ev.kind == ACKED and ev.packets[0][1] > seen["loss_t"]:
+                return snap._replace(cwnd=pre.cwnd, recovery_start_us=(
+                    snap.recovery_start_us if keep_recovery_start else pre.recovery_start_us))
+        return perturb
+    assert check(flow, jump_back(keep_recovery_start=False)) == set()
+    assert "ca-growth-bound" in check(flow, jump_back(keep_recovery_start=True))
