@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -57,7 +58,8 @@ def cmd_replay(args) -> int:
         from .build import ensure_built
         for spec in specs:
             ensure_built(spec)
-    result = replay(trace, specs)
+    with _isolation(args):
+        result = replay(trace, specs)
     print_replay(_console(), result)
     if args.json or args.report:
         document = {
@@ -74,6 +76,23 @@ def cmd_replay(args) -> int:
             write_json(args.json, document)
         _write_report(document, args.report)
     return EXIT_FINDINGS if result.violations else EXIT_OK
+
+
+def _isolation(args):
+    """--isolate: native stacks run in a child server; a crash or hang becomes a finding."""
+    if not args.isolate:
+        return contextlib.nullcontext()
+    from .isolation import isolated
+    return isolated(args.timeout)
+
+
+def _add_isolation_options(p) -> None:
+    p.add_argument("--isolate", action="store_true",
+                   help="run native stacks in a child process: a crash or a hang becomes that "
+                        "stack's adapter-error finding and the run goes on")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="with --isolate: give up on a stack that does not answer within S seconds "
+                        "(default 60)")
 
 
 def _write_report(document: dict, out) -> None:
@@ -95,8 +114,9 @@ def cmd_matrix(args) -> int:
     from .matrix import default_specs, print_matrix, run_matrix
     specs = args.stack or default_specs()
     console = _console()
-    matrix = run_matrix(args.traces, specs,
-                        progress=lambda path: print(f"  replayed {path}", file=sys.stderr, flush=True))
+    with _isolation(args):
+        matrix = run_matrix(args.traces, specs,
+                            progress=lambda path: print(f"  replayed {path}", file=sys.stderr, flush=True))
     print_matrix(console, matrix)
     if args.json:
         write_json(args.json, matrix)
@@ -290,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
+    _add_isolation_options(p)
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("matrix", help="replay traces through every stack: a stack x invariant matrix",
@@ -299,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", action="append", metavar="SPEC", help="restrict to these stacks (repeatable)")
     p.add_argument("--json", metavar="FILE", help="also write the matrix and every finding as JSON")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
+    _add_isolation_options(p)
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("report", help="HTML, Markdown bug reports, qlog and JUnit from a findings JSON",

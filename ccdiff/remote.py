@@ -144,20 +144,31 @@ class RemoteController:
     """A controller living in a `ccdiff serve` process; same interface as NativeController."""
 
     def __init__(self, address: tuple[str, int], target, max_datagram_size: int, initial_rtt_us: int):
-        self.conn = Connection(address, target.label)
+        self.address, self.label = address, target.label
+        self.open_request = {
+            "op": "open", "stack": target.recipe.name, "version": target.version,
+            "options": target.options_text, "max_datagram_size": max_datagram_size,
+            "initial_rtt_us": initial_rtt_us}
+        self.conn = None
         try:
-            reply = self.conn.request({
-                "op": "open", "stack": target.recipe.name, "version": target.version,
-                "options": target.options_text, "max_datagram_size": max_datagram_size,
-                "initial_rtt_us": initial_rtt_us})
+            reply = self._open()
         except AdapterError as exc:
-            self.conn.close()
             raise SetupError(str(exc)) from None
         self.description = reply.get("description", target.label)
         self._events: list = []      # every resolved event of the run, when prefetched
         self._next = 0               # index in _events of the next step
         self._ready: list = []       # snapshots computed ahead, oldest last
         self._failure: str | None = None
+
+    def _open(self) -> dict:
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = Connection(self.address, self.label)
+        try:
+            return self.conn.request(self.open_request)
+        except AdapterError:
+            self.conn.close()
+            raise
 
     def prefetch(self, events: list) -> None:
         """The whole run's events, known in advance (open-loop replay): batch them."""
@@ -170,14 +181,43 @@ class RemoteController:
             batch = [ev]
             if self._next < len(self._events) and self._events[self._next] is ev:
                 batch = self._events[self._next:self._next + BATCH]
-            reply = self.conn.request({"op": "step", "events": [encode_event(e) for e in batch]})
-            snaps = reply["snapshots"]
+            try:
+                reply = self.conn.request({"op": "step", "events": [encode_event(e) for e in batch]})
+                snaps, self._failure = reply["snapshots"], reply.get("error")
+            except AdapterError as exc:
+                if len(batch) == 1:
+                    raise
+                snaps, self._failure = self._localize(batch, str(exc))
             self._ready = [Snapshot(*s) for s in reversed(snaps)]
-            self._failure = reply.get("error")
             if not self._ready:
                 raise AdapterError(self._failure or f"{self.conn.where}: no snapshot")
         self._next += 1
         return self._ready.pop()
+
+    def _localize(self, batch: list, failure: str) -> tuple[list, str]:
+        """The server died or hung somewhere in a batch: find the event, by re-running.
+
+        Adapters are deterministic, so a fresh controller fed the same events fails at the
+        same one; stepping the failed batch one event at a time names it and keeps every
+        snapshot before it.  Costs at most one more time limit for a hang.
+        """
+        try:
+            self._open()
+            done = self._events[:self._next]
+            for i in range(0, len(done), BATCH):
+                self.conn.request({"op": "step", "events": [encode_event(e) for e in done[i:i + BATCH]]})
+        except AdapterError:
+            return [], failure
+        snaps = []
+        for event in batch:
+            try:
+                reply = self.conn.request({"op": "step", "events": [encode_event(event)]})
+            except AdapterError as exc:
+                return snaps, str(exc)
+            snaps.extend(reply["snapshots"])
+            if reply.get("error"):
+                return snaps, reply["error"]
+        return snaps, failure
 
     def close(self) -> None:
         if self.conn is None:

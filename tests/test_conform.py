@@ -66,51 +66,20 @@ def test_compare_ignores_new_cells_and_improvements():
     assert compare(now, base) == []
 
 
-CRASHING_ADAPTER = r"""
-#include <stdlib.h>
-#include <string.h>
-#include "ccdiff_adapter.h"
-uint32_t ccd_abi_version(void) { return CCD_ABI_VERSION; }
-const char *ccd_describe(void) { return "crashy 1.0 (segfaults at t >= 50 ms); options: none"; }
-void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) { return calloc(1, 8); }
-int ccd_step(void *ctl, const ccd_event *ev, ccd_snapshot *out) {
-  if (ev->now_us >= 50000) { volatile int *p = 0; *p = 1; }
-  memset(out, 0, sizeof *out);
-  out->cwnd = 12000; out->ssthresh = CCD_NONE; out->bytes_in_flight = ev->bytes_in_flight;
-  out->recovery_start_us = CCD_NO_TIME; out->epoch_start_us = CCD_NO_TIME;
-  out->w_max_bytes = __builtin_nan(""); out->k_us = __builtin_nan("");
-  return 0;
-}
-const char *ccd_last_error(void *ctl) { return ""; }
-void ccd_close(void *ctl) { free(ctl); }
-"""
-
-
 def test_a_crashing_stack_costs_only_its_cases(tmp_path, monkeypatch):
-    import shutil
-    import subprocess
-    if not shutil.which("gcc"):
-        import pytest
-        pytest.skip("needs gcc")
+    from .fault_adapters import install_faulty_stack
     repo = Path(__file__).resolve().parent.parent
     home = tmp_path / "home"
-    stack = home / "implementations" / "crashy"
-    stack.mkdir(parents=True)
-    (stack / "stack.toml").write_text('name = "crashy"\nlanguage = "c"\ndefault_version = "1.0"\n'
-                                      '[[versions]]\nversion = "1.0"\nurl = "x"\nsha256 = "x"\n')
-    out = home / "build" / "crashy" / "1.0"
-    out.mkdir(parents=True)
-    (tmp_path / "a.c").write_text(CRASHING_ADAPTER)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-I", str(repo / "implementations" / "include"),
-                    "-o", str(out / "libccdiff_adapter.so"), str(tmp_path / "a.c")], check=True)
+    install_faulty_stack(home)
     monkeypatch.setenv("CCDIFF_HOME", str(home))
     monkeypatch.setenv("CCDIFF_BUILD_DIR", str(home / "build"))
     scenario = load_scenario(str(repo / "scenarios" / "tail-loss.toml"))
-    summary = run_conform(["oracle", "crashy"], [scenario], [0, 1, 2], str(tmp_path / "out"), jobs=2)
+    crashy = "faulty:fault=crash"
+    summary = run_conform(["oracle", crashy], [scenario], [0, 1, 2], str(tmp_path / "out"), jobs=2)
     by_stack = {c["stack"]: c for c in summary["cells"]}
     assert by_stack["oracle"]["passed"] == 3
-    assert by_stack["crashy"]["errors"] == 3
-    crash = [c for c in summary["cases"] if c["stack"] == "crashy"]
+    assert by_stack[crashy]["errors"] == 3
+    crash = [c for c in summary["cases"] if c["stack"] == crashy]
     assert all(c["reasons"][0].startswith("crash: worker died") for c in crash)
     from ccdiff.conform import exit_code
     assert exit_code(summary) == 2

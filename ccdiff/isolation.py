@@ -1,0 +1,63 @@
+"""Native adapters in a child process, so a stack that crashes or hangs becomes a finding.
+
+`ccdiff replay --isolate` and `ccdiff matrix --isolate` start one `ccdiff serve`
+on loopback and route every native stack to it (ccdiff/remote.py).  The server
+forks per controller: a segfault, an abort or a Rust panic that unwinds past
+the adapter ends that controller's connection only, and a step that does not
+answer within the time limit is abandoned.  Replay records either as the
+stack's `adapter-error` finding and goes on with the other stacks.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+from .errors import SetupError
+from .remote import env_name
+from .stacks import load_recipes
+
+START_WAIT_S = 20.0
+
+
+@contextlib.contextmanager
+def isolated(step_timeout_s: float = 60.0):
+    """Route every native stack to a local `ccdiff serve` child for the duration."""
+    log = tempfile.TemporaryFile(mode="w+")
+    server = subprocess.Popen([sys.executable, "-m", "ccdiff", "serve", "--host", "127.0.0.1", "--port", "0"],
+                              stdout=subprocess.DEVNULL, stderr=log)
+    saved = dict(os.environ)
+    try:
+        port = _wait_for_port(server, log)
+        for name in load_recipes():
+            os.environ[env_name(name)] = f"127.0.0.1:{port}"
+        os.environ["CCDIFF_REMOTE_TIMEOUT"] = str(step_timeout_s)
+        yield port
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def _wait_for_port(server: subprocess.Popen, log) -> int:
+    deadline = time.monotonic() + START_WAIT_S
+    while time.monotonic() < deadline:
+        log.seek(0)
+        text = log.read()
+        match = re.search(r" on 127\.0\.0\.1:(\d+)", text)
+        if match:
+            return int(match.group(1))
+        if server.poll() is not None:
+            raise SetupError(f"the isolation server exited ({server.returncode}): {text.strip()[-300:]}")
+        time.sleep(0.05)
+    raise SetupError(f"the isolation server did not start within {START_WAIT_S:g} s")

@@ -1,0 +1,72 @@
+"""Fault injection: a stack that crashes, hangs, refuses or returns garbage is a finding,
+and the run goes on with the other stacks."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .fault_adapters import install_faulty_stack
+
+REPO = Path(__file__).resolve().parent.parent
+TRACE = str(REPO / "examples" / "death-spiral.jsonl")   # runs to t = 350 ms
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    install_faulty_stack(home)
+    return home
+
+
+def ccdiff(home, *args, timeout=120):
+    env = dict(os.environ, CCDIFF_HOME=str(home), CCDIFF_BUILD_DIR=str(home / "build"),
+               PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "ccdiff", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=home)
+
+
+def findings(home, *args):
+    out = home / "out.json"
+    proc = ccdiff(home, "replay", TRACE, "--json", str(out), *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(out.read_text())
+    return proc, {(f["stack"], f["invariant"]): f for f in doc["findings"]}, doc
+
+
+@pytest.mark.parametrize("fault,words", [("crash", "closed the connection (crashed?)"), ("hang", "no reply within 3 s")])
+def test_isolated_crash_or_hang_is_a_finding_and_the_run_goes_on(home, fault, words):
+    proc, found, doc = findings(home, "--isolate", "--timeout", "3", "--stack", "oracle",
+                                "--stack", "oracle:idle=last-send", "--stack", f"faulty:fault={fault}")
+    assert proc.returncode == 1
+    error = found[(f"faulty:fault={fault}", "adapter-error")]
+    assert words in error["detail"] and error["t_us"] >= 50_000
+    # the stacks around it were not affected
+    assert ("oracle:idle=last-send", "future-recovery-start") in found
+    assert not [k for k in found if k[0] == "oracle"]
+    run = next(s for s in doc["stacks"] if s["stack"] == f"faulty:fault={fault}")
+    assert run["error"] and run["final"]["cwnd"] == 12000      # snapshots before the fault are kept
+
+
+def test_refused_event_is_a_finding_without_isolation(home):
+    proc, found, _ = findings(home, "--stack", "faulty:fault=refuse", "--stack", "oracle")
+    assert proc.returncode == 1
+    assert "refused the event on purpose" in found[("faulty:fault=refuse", "adapter-error")]["detail"]
+
+
+def test_garbage_snapshot_is_numeric_error(home):
+    proc, found, _ = findings(home, "--stack", "faulty:fault=garbage")
+    assert proc.returncode == 1
+    assert "cwnd=0" in found[("faulty:fault=garbage", "numeric-error")]["detail"]
+
+
+def test_matrix_isolated_keeps_going_after_a_crash(home):
+    out = home / "matrix.json"
+    proc = ccdiff(home, "matrix", TRACE, TRACE, "--isolate", "--timeout", "3", "--json", str(out),
+                  "--stack", "faulty:fault=crash", "--stack", "oracle")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    doc = json.loads(out.read_text())
+    assert len(doc["errors"]) == 2          # one per trace: the run went on after the first crash
+    assert {c["stack"] for c in doc["cells"]} == {"faulty:fault=crash"}
