@@ -229,7 +229,13 @@ def cmd_conform(args) -> int:
         def progress(doc):
             failed[0] += doc["status"] != "pass"
             bar.update(task, advance=1, bad=f"{failed[0]} not passing" if failed[0] else "")
-        summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout, progress)
+        try:
+            summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout,
+                                  progress, fresh=args.fresh)
+        except KeyboardInterrupt:
+            print(f"interrupted: finished cases are kept in {args.out}/cases.jsonl; run the same "
+                  "command again to resume", file=sys.stderr)
+            raise
     regressions = None
     if args.baseline:
         from .conform import compare
@@ -384,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=0.05, metavar="X",
                    help="pass-rate drop that counts as a regression when seed sets differ (default 0.05)")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
+    p.add_argument("--fresh", action="store_true",
+                   help="ignore DIR/cases.jsonl (by default finished cases of an interrupted run of "
+                        "the same matrix are reused, and only the rest run)")
     p.set_defaults(func=cmd_conform)
 
     p = sub.add_parser("sim", help="run one scenario once in the closed-loop simulator",

@@ -15,6 +15,7 @@ each stack.  Exit codes: 0 all pass, 1 failures, 2 errors.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -27,6 +28,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from .errors import SetupError
+from .output import write_text_atomic
 from .stacks import load_recipes, resolve
 
 SCHEMA = "ccdiff-conform/1"
@@ -190,7 +192,8 @@ class _Pool:
 
 # -- the matrix ----------------------------------------------------------------
 def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None = None, jobs: int = 2,
-                keep_traces: str = "failing", timeout_s: float | None = None, progress=None) -> dict:
+                keep_traces: str = "failing", timeout_s: float | None = None, progress=None,
+                fresh: bool = False) -> dict:
     """Run the matrix; returns the summary document (see write_outputs)."""
     recipes = load_recipes()
     targets = [_target(item, recipes) for item in stacks]
@@ -208,16 +211,86 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
                 keys.append((scenario.name, label, seed))
                 cases.append((len(cases), scenario, item, seed, out_dir, keep_traces))
     results = [None] * len(cases)
+    journal = Journal(out_dir, fresh) if out_dir else None
+    prints = [_fingerprint(scenario, item, targets[labels.index(label)], seed)
+              for (_, scenario, item, seed, _, _), (_, label, _) in zip(cases, keys)]
+    todo = []
+    for case, key, fingerprint in zip(cases, keys, prints):
+        kept = journal.get(fingerprint) if journal else None
+        if kept is None:
+            todo.append(case)
+        else:                      # finished by an earlier, interrupted run of the same matrix
+            results[case[0]] = kept
+            if progress:
+                progress(kept)
 
     def on_result(index, doc):
         scenario, label, seed = keys[index]
         doc.update(scenario=scenario, stack=label, seed=seed)
         results[index] = doc
+        if journal and doc["status"] != "error":
+            journal.add(prints[index], doc)
         if progress:
             progress(doc)
 
-    _Pool(max(1, jobs), timeout_s).run(cases, on_result)
+    try:
+        _Pool(max(1, jobs), timeout_s).run(todo, on_result)
+    finally:
+        if journal:
+            journal.close()
     return summarize(labels, [s.name for s in scenarios], seeds, results)
+
+
+class Journal:
+    """DIR/cases.jsonl: every finished case, appended and flushed as it arrives.
+
+    A run that is interrupted (Ctrl-C, a kill, a crash of the machine) loses no
+    finished case: the same command run again finds them here and runs only the
+    rest.  A case is reused only if its fingerprint -- scenario parameters,
+    stack spec, seed, ccdiff version, the adapter build -- is unchanged; a torn
+    last line is ignored.  Errors are not kept, so they are retried.
+    """
+
+    def __init__(self, out_dir: str, fresh: bool = False):
+        self.path = Path(out_dir) / "cases.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.kept: dict = {}
+        if fresh:
+            self.path.unlink(missing_ok=True)
+        elif self.path.exists():
+            text = self.path.read_text(errors="replace")
+            if text and not text.endswith("\n"):        # torn by a kill: drop the partial line
+                text = text[:text.rfind("\n") + 1]
+                self.path.write_text(text)
+            for line in text.splitlines():
+                try:
+                    entry = json.loads(line)
+                    self.kept[entry["fingerprint"]] = entry["case"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+        self.fh = open(self.path, "a", encoding="utf-8")
+
+    def get(self, fingerprint: str):
+        return self.kept.get(fingerprint)
+
+    def add(self, fingerprint: str, doc: dict) -> None:
+        self.fh.write(json.dumps({"fingerprint": fingerprint, "case": doc}, sort_keys=True) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _fingerprint(scenario, item: str, target, seed: int) -> str:
+    from dataclasses import astuple, replace
+    from . import __version__
+    build = ""
+    if target.kind == "native":
+        info = target.recipe.build_folder(target.version) / "build-info.json"
+        build = info.read_text() if info.exists() else ""
+    text = repr((astuple(replace(scenario, source="")), item, seed, __version__, build))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def _stats(values: list) -> dict | None:
@@ -302,8 +375,9 @@ def exit_code(summary: dict) -> int:
 def write_outputs(summary: dict, out_dir: str) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    (out / "junit.xml").write_bytes(junit_xml(summary))
+    # Atomically: a CI job never reads half a summary.
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(out / "junit.xml", junit_xml(summary).decode())
 
 
 def junit_xml(summary: dict) -> bytes:

@@ -83,3 +83,26 @@ def test_a_crashing_stack_costs_only_its_cases(tmp_path, monkeypatch):
     assert all(c["reasons"][0].startswith("crash: worker died") for c in crash)
     from ccdiff.conform import exit_code
     assert exit_code(summary) == 2
+
+
+def test_an_interrupted_run_resumes_without_losing_or_repeating_cases(tmp_path):
+    """Crash safety: cases.jsonl keeps every finished case; a second run reuses them (a
+    killed run is simulated by truncating the journal mid-line) and gives the same summary."""
+    import json as _json
+    repo = Path(__file__).resolve().parent.parent
+    scenario = load_scenario(str(repo / "scenarios" / "tail-loss.toml"))
+    out = tmp_path / "out"
+    first = run_conform(["oracle"], [scenario], [0, 1, 2, 3], str(out), jobs=2)
+    journal = out / "cases.jsonl"
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 4
+    journal.write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])   # killed mid-write
+    seen = []
+    second = run_conform(["oracle"], [scenario], [0, 1, 2, 3], str(out), jobs=2, progress=seen.append)
+    assert _json.dumps(second, sort_keys=True) == _json.dumps(first, sort_keys=True)
+    assert len(seen) == 4                                   # progress covers kept cases too
+    assert len(journal.read_text().splitlines()) == 4       # 2 kept + 2 rerun; the torn line is gone
+    changed = scenario.with_params(bytes=300_000)            # another matrix: nothing is reused
+    third = run_conform(["oracle"], [changed], [0, 1, 2, 3], str(out), jobs=2)
+    assert len(journal.read_text().splitlines()) == 8
+    assert third != first
