@@ -1,0 +1,150 @@
+"""Builds the in-process harnesses: fuzz/driver/ linked with a stack adapter.
+
+Engines and how the adapter is instrumented:
+  afl        C stacks: their build.sh with CC=afl-clang-fast (AFL++'s PCGUARD pass);
+             quiche: cargo with RUSTFLAGS running LLVM's sancov-module pass
+             (trace-pc-guard + trace-compares), whose callbacks AFL++'s runtime
+             (afl-compiler-rt, linked into the harness) implements.
+  honggfuzz  C stacks: clang -fsanitize-coverage=trace-pc-guard,trace-cmp; quiche:
+             the same sancov build as for AFL++ (libhfuzz implements the same
+             callbacks).  The harness links libhfuzz, whose main() runs
+             LLVMFuzzerTestOneInput in persistent mode.
+  plain      gcc, the stack's ordinary library: replays files (tests, CI, triage).
+sanitize=True adds ASan + UBSan to a C stack's adapter and the harness.
+Each build lands in fuzz_build_dir()/<stack>/<version>/<variant>/ and is reused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from ..build import ensure_built, fetch, unpack
+from ..errors import SetupError
+from ..stacks import LIBRARY_NAME, Target
+from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
+
+DRIVER_SOURCES = ("fz_harness.c", "fz_check.c", "fz_decode.c", "fz_ledger.c")
+SANCOV = "-fsanitize-coverage=trace-pc-guard,trace-cmp"
+RUST_SANCOV = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=3 "
+               "-C llvm-args=-sanitizer-coverage-trace-pc-guard "
+               "-C llvm-args=-sanitizer-coverage-trace-compares")
+ASAN = "-fsanitize=address,undefined -fno-omit-frame-pointer"
+ENGINES = ("afl", "honggfuzz", "plain")
+
+
+def _run(cmd: list, env: dict, log: Path, what: str) -> None:
+    with open(log, "a") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        result = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-12:])
+        raise SetupError(f"building {what} failed (exit {result.returncode}); log: {log}\n{tail}")
+
+
+def _source(target: Target) -> Path:
+    """The pinned upstream source, fetched (sha256-checked) and unpacked once."""
+    pin = target.recipe.versions.get(target.version)
+    if pin is None:
+        raise SetupError(f"{target.label}: fuzzing builds pinned versions only")
+    root = fuzz_build_dir() / target.recipe.name / target.version / "src"
+    marker = root / ".unpacked"
+    if not marker.exists():
+        unpack(fetch(pin["url"], pin["sha256"]), root)
+        marker.write_text(pin["sha256"] + "\n")
+    return root / pin.get("subdir", "")
+
+
+def _variant(target: Target, engine: str, sanitize: bool) -> str:
+    rust = target.recipe.language == "rust"
+    if sanitize and rust:
+        raise SetupError(f"{target.label}: --sanitize applies to the C stacks (quiche is Rust; "
+                         "overflow checks and debug assertions are always on)")
+    base = "sancov" if rust else engine
+    return base + ("-asan" if sanitize else "")
+
+
+def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path:
+    """The stack's adapter built with the engine's coverage instrumentation."""
+    if engine == "plain" and not sanitize:
+        ensure_built(target)
+        return target.recipe.library(target.version)
+    variant = _variant(target, engine, sanitize)
+    out = fuzz_build_dir() / target.recipe.name / target.version / variant
+    library = out / LIBRARY_NAME
+    if library.exists():
+        return library
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version,
+               CCDIFF_SANITIZE="1" if sanitize else "0")
+    if target.recipe.language == "rust":
+        # Build scripts and proc macros must not carry the sancov callbacks: naming the
+        # target triple keeps RUSTFLAGS off host artifacts.
+        env.update(RUSTFLAGS=RUST_SANCOV, CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
+    else:
+        env["CC"] = program("afl-clang-fast") if engine == "afl" else program("clang")
+        env["CCDIFF_EXTRA_CFLAGS"] = SANCOV if engine == "honggfuzz" else ""
+        # The engine's runtime (and ASan's) is linked into the harness, not the library.
+        # lld: GNU ld keeps every sancov-instrumented function alive despite --gc-sections.
+        env["CCDIFF_EXTRA_LDFLAGS"] = "-Wl,-z,undefs -fuse-ld=lld"
+    log = out / "build.log"
+    log.write_text("")
+    _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
+         f"{target.label} for {engine}")
+    return library
+
+
+def harness(target: Target, engine: str, sanitize: bool = False) -> Path:
+    """The harness executable for one stack and engine (built if missing)."""
+    if engine not in ENGINES:
+        raise SetupError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    library = adapter_library(target, engine, sanitize)
+    name = f"harness-{engine}" + ("-asan" if sanitize else "")
+    exe = library.parent / name if engine != "plain" or sanitize else \
+        fuzz_build_dir() / target.recipe.name / target.version / "plain" / name
+    info = exe.with_suffix(".json")
+    sources = [driver_dir() / s for s in DRIVER_SOURCES] + [driver_dir() / "fz_main.c"]
+    stamp = {"library": str(library), "sources": {s.name: s.stat().st_mtime_ns for s in sources}}
+    if exe.exists() and info.exists() and json.loads(info.read_text()) == stamp:
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    flags = ["-O2", "-g", "-std=gnu11", "-I", str(include_dir())]
+    if sanitize:
+        flags += ASAN.split()
+    link = ["-L", str(library.parent), "-lccdiff_adapter", f"-Wl,-rpath,{library.parent}", "-lm"]
+    srcs = [str(driver_dir() / s) for s in DRIVER_SOURCES]
+    if engine == "afl":
+        cmd = [program("afl-clang-fast"), *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link]
+    elif engine == "honggfuzz":
+        home = honggfuzz_home()
+        cmd = [program("clang"), *flags, SANCOV, "-o", str(exe), *srcs,
+               "-Wl,--whole-archive", str(home / "libhfuzz/libhfuzz.a"), "-Wl,--no-whole-archive",
+               str(home / "libhfcommon/libhfcommon.a"), *link, "-lpthread", "-ldl", "-lrt"]
+    else:
+        cc = program("clang") if sanitize else program("gcc")
+        cmd = [cc, *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link]
+    log = exe.with_suffix(".log")
+    log.write_text("")
+    _run(cmd, dict(os.environ), log, f"the {engine} harness for {target.label}")
+    info.write_text(json.dumps(stamp))
+    return exe
+
+
+def harness_env(target: Target) -> dict:
+    """Environment a harness needs: the SPEC's stack options."""
+    return dict(os.environ, CCDIFF_FUZZ_OPTIONS=target.options_text)
+
+
+def tool(out_dir: Path | None = None) -> Path:
+    """fz_tool (decoder + ledger only), for the vector test."""
+    out = out_dir or fuzz_build_dir() / "tools"
+    out.mkdir(parents=True, exist_ok=True)
+    exe = out / "fz_tool"
+    srcs = [driver_dir() / s for s in ("fz_tool.c", "fz_decode.c", "fz_ledger.c")]
+    log = out / "fz_tool.log"
+    log.write_text("")
+    _run([program("gcc"), "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=c11", "-I", str(include_dir()),
+          "-o", str(exe), *map(str, srcs)], dict(os.environ), log, "fz_tool")
+    return exe
