@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("decode", help="decode fuzzer bytes into a JSONL trace (docs/fuzz-encoding.md)")
     p.add_argument("input", help="binary file, or - for stdin")
     p.set_defaults(func=cmd_decode)
+
+    from .fuzzing.command import add_parser as add_fuzz_parser
+    add_fuzz_parser(sub)
     return parser
 
 

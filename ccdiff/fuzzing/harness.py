@@ -15,9 +15,11 @@ Each build lands in fuzz_build_dir()/<stack>/<version>/<variant>/ and is reused.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..build import ensure_built, fetch, unpack
@@ -42,6 +44,16 @@ def _run(cmd: list, env: dict, log: Path, what: str) -> None:
     if result.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-12:])
         raise SetupError(f"building {what} failed (exit {result.returncode}); log: {log}\n{tail}")
+
+
+@contextmanager
+def _locked():
+    """One build at a time across processes (pytest -n, parallel campaigns)."""
+    folder = fuzz_build_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _source(target: Target) -> Path:
@@ -100,6 +112,11 @@ def harness(target: Target, engine: str, sanitize: bool = False) -> Path:
     """The harness executable for one stack and engine (built if missing)."""
     if engine not in ENGINES:
         raise SetupError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    with _locked():
+        return _harness(target, engine, sanitize)
+
+
+def _harness(target: Target, engine: str, sanitize: bool) -> Path:
     library = adapter_library(target, engine, sanitize)
     name = f"harness-{engine}" + ("-asan" if sanitize else "")
     exe = library.parent / name if engine != "plain" or sanitize else \
