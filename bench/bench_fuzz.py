@@ -7,6 +7,7 @@
       (CCDIFF_FUZZ_INVARIANTS), the engine stops at its first crash
       (AFL_BENCH_UNTIL_CRASH, honggfuzz --exit_upon_crash), and the crash is
       replayed through the plain harness to confirm the invariant.
+      --no-dict: without fuzz/ccdiff.dict (is the dictionary doing the work?).
   python3 bench/bench_fuzz.py speed [--seconds 20] [--stack S ...]
       execs/s of each engine on each stack (one core, no dictionary changes).
 Results go to stdout as a Markdown table and to bench/results/fuzz-<mode>.json.
@@ -37,8 +38,11 @@ AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_NO_AFFINITY": "1",
            "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1"}
 
 
+USE_DICT = True
+
+
 def afl_cmd(exe, out, seconds=None):
-    cmd = [program("afl-fuzz"), "-i", str(SEEDS), "-o", str(out), "-x", str(DICT)]
+    cmd = [program("afl-fuzz"), "-i", str(SEEDS), "-o", str(out)] + (["-x", str(DICT)] if USE_DICT else [])
     if seconds:
         cmd += ["-V", str(seconds)]
     return cmd + ["--", str(exe)]
@@ -48,8 +52,9 @@ def hf_cmd(exe, work, seconds=None, exit_on_crash=False):
     corpus, crashes = work / "corpus", work / "crashes"
     shutil.copytree(SEEDS, corpus)
     crashes.mkdir()
-    cmd = [str(honggfuzz_home() / "honggfuzz"), "-i", str(corpus), "-W", str(crashes), "-n", "1", "-P",
-           "-w", str(DICT)]
+    cmd = [str(honggfuzz_home() / "honggfuzz"), "-i", str(corpus), "-W", str(crashes), "-n", "1", "-P"]
+    if USE_DICT:
+        cmd += ["-w", str(DICT)]
     if seconds:
         cmd += ["--run_time", str(seconds)]
     if exit_on_crash:
@@ -130,9 +135,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cap", type=float, default=300)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--no-dict", action="store_true", help="without fuzz/ccdiff.dict")
     args = parser.parse_args()
+    global USE_DICT
+    USE_DICT = not args.no_dict
     engines = args.engine or ["afl", "honggfuzz"]
-    results = {"mode": args.mode, "cpu": os.cpu_count(), "rows": []}
+    results = {"mode": args.mode, "cpu": os.cpu_count(), "dictionary": USE_DICT, "rows": []}
     if args.mode == "ttf":
         print("| stack | engine | runs (s) | median (s) | invariant |\n|---|---|---|---|---|")
         for spec in args.stack or ["quiche@0.26.0"]:
@@ -153,7 +161,7 @@ def main() -> int:
                 print(f"| {spec} | {engine} | {speed:.0f} |", flush=True)
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    (out / f"fuzz-{args.mode}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"fuzz-{args.mode}{'' if USE_DICT else '-nodict'}.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

@@ -21,7 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SEEDS = sorted((ROOT / "fuzz" / "seeds" / "no-loss").glob("*.bin"))
 # send 1, lose it, send 1: the loss empties the pipe, the send is an "idle restart",
 # and quiche shifts the recovery start it just set by the idle time into the future.
-REPRODUCER = ROOT / "fuzz" / "reproducers" / "future-recovery-start.bin"
+REPRODUCER = ROOT / "fuzz" / "reproducers" / "quiche-future-recovery-start.bin"
+# send 2, lose the first with persistent congestion, ACK the second: ngtcp2 resets its
+# CUBIC state (w_est = 0) on persistent congestion, the ACK lands in congestion
+# avoidance (cwnd == ssthresh == 2 datagrams) and sets cwnd = w_est = 600 bytes.
+NGTCP2_REPRODUCER = ROOT / "fuzz" / "reproducers" / "ngtcp2-cwnd-below-minimum.bin"
 QUICHE = "quiche@0.26.0"
 
 
@@ -76,14 +80,29 @@ def test_in_process_check_agrees_with_python_replay():
 
 @pytest.mark.parametrize("stack", ["ngtcp2", "picoquic"])
 @pytest.mark.parametrize("engine,sanitize", [("plain", False), ("afl", False), ("honggfuzz", False),
-                                             ("plain", True)])
+                                             ("plain", True), ("afl", True)])
 def test_c_stack_harnesses_build_and_run(stack, engine, sanitize):
-    """C adapters with each engine's instrumentation (and ASan+UBSan) run the vectors and seeds clean."""
+    """C adapters with each engine's instrumentation (and ASan+UBSan) run the vectors and seeds
+    clean, and ngtcp2's harnesses abort on its stored reproducer."""
     exe = harness(resolve(stack), engine, sanitize)
     inputs = SEEDS + sorted((ROOT / "fuzz" / "vectors").glob("*.bin")) + [REPRODUCER]
     for path in inputs:
         result = run_harness(exe, path.read_bytes(), stack)
         assert result.returncode == 0, (path.name, result.stderr[-2000:])
+    crash = run_harness(exe, NGTCP2_REPRODUCER.read_bytes(), stack)
+    if stack == "ngtcp2":
+        assert crash.returncode == -signal.SIGABRT, crash.stderr[-2000:]
+        assert b"violation cwnd-below-minimum at event 4 (t=10000 us): cwnd 600" in crash.stderr
+    else:
+        assert crash.returncode == 0, crash.stderr[-2000:]
+
+
+def test_ngtcp2_reproducer_agrees_with_python_replay():
+    trace = decode(NGTCP2_REPRODUCER.read_bytes())
+    result = replay(trace, ["ngtcp2", "oracle"])
+    assert result.runs["ngtcp2"].snapshots[-1].cwnd == 600
+    assert ("ngtcp2", "cwnd-below-minimum", 4) in {(f.stack, f.invariant, f.event_index) for f in result.violations}
+    assert result.runs["oracle"].snapshots[-1].cwnd >= 2400
 
 
 def test_harness_invariant_selection():
@@ -134,7 +153,7 @@ def ccdiff(*args, timeout=240):
 def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
     """Seconds-long campaign from the no-loss seeds: the engine runs, triage stores the
     death-spiral root cause with a replay command, and a second run resumes."""
-    result = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "4s", "--findings", str(tmp_path),
+    result = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "10s", "--findings", str(tmp_path),
                     "--no-queue")
     assert result.returncode == 1, result.stderr[-3000:]
     folder = tmp_path / QUICHE / "future-recovery-start--sent-recovery"
@@ -155,3 +174,17 @@ def test_fuzz_cli_errors_exit_2(tmp_path):
         result = ccdiff("fuzz", *args, "--findings", str(tmp_path))
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stderr.startswith("error:"), result.stderr
+
+
+def test_quiche_030_idle_fix_leaves_future_recovery_start_after_a_timer_loss():
+    """Found by fuzzing: the 0.30 fix measures idle from max(last ACK, last send) but a
+    time-threshold loss starts recovery after the last ACK, so the shift still lands in
+    the future, by exactly loss time - last ACK time.  0.26.0 overshoots by the whole gap."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "timer-loss-idle-restart.jsonl"))
+    result = replay(trace, ["quiche@0.30.0", QUICHE, "oracle"])
+    snaps = {label: run.snapshots[-1] for label, run in result.runs.items()}
+    assert snaps["quiche@0.30.0"].recovery_start_us == 20_000 + (13_000 - 11_000)
+    assert snaps[QUICHE].recovery_start_us == 13_000 + (20_000 - 1_000)
+    found = {(f.stack, f.invariant) for f in result.violations}
+    assert ("quiche@0.30.0", "future-recovery-start") in found and (QUICHE, "future-recovery-start") in found
+    assert not [f for f in result.violations if f.stack == "oracle"]
