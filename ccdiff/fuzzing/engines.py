@@ -74,17 +74,14 @@ class Afl(Campaign):
         return sorted(p for p in (self.work / "afl").glob("*") if (p / "queue").is_dir())
 
     def stats(self) -> dict:
+        """Summed over instances.  plot_data (rewritten every 5 s) is fresher than
+        fuzzer_stats (every minute); its columns are named in its header line."""
         execs, paths, cover, crashes = 0.0, 0, 0.0, 0
         for inst in self._instances():
-            stats = {}
-            path = inst / "fuzzer_stats"
-            if path.exists():
-                for line in path.read_text(errors="replace").splitlines():
-                    key, _, value = line.partition(":")
-                    stats[key.strip()] = value.strip()
-            speed = float(stats.get("execs_per_sec", 0) or 0)
+            row = _last_plot_row(inst / "plot_data")
+            speed = float(row.get("execs_per_sec", 0) or 0)
             execs += speed if math.isfinite(speed) else 0.0
-            cover = max(cover, float(stats.get("bitmap_cvg", "0%").rstrip("%") or 0))
+            cover = max(cover, float(str(row.get("map_size", "0%")).rstrip("%") or 0))
             paths += len(list((inst / "queue").glob("id:*")))
             crashes += len(list((inst / "crashes").glob("id:*")))
         return {"execs_per_sec": execs, "coverage": f"{cover:.2f}% map", "corpus": paths, "crashes": crashes}
@@ -94,6 +91,19 @@ class Afl(Campaign):
 
     def queue_files(self) -> list:
         return sorted(f for inst in self._instances() for f in (inst / "queue").glob("id:*"))
+
+
+def _last_plot_row(path: Path) -> dict:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    header = next((line for line in lines if line.startswith("#")), "")
+    names = [name.strip() for name in header.lstrip("# ").split(",")]
+    rows = [line for line in lines if line and not line.startswith("#")]
+    if not rows:
+        return {}
+    return dict(zip(names, (value.strip() for value in rows[-1].split(","))))
 
 
 class Honggfuzz(Campaign):
