@@ -188,3 +188,21 @@ def test_quiche_030_idle_fix_leaves_future_recovery_start_after_a_timer_loss():
     found = {(f.stack, f.invariant) for f in result.violations}
     assert ("quiche@0.30.0", "future-recovery-start") in found and (QUICHE, "future-recovery-start") in found
     assert not [f for f in result.violations if f.stack == "oracle"]
+
+
+def test_ctrl_c_keeps_what_was_found(tmp_path):
+    """SIGINT once the engine has a crash: the engine stops, triage stores the finding."""
+    import time
+    proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
+                             "--time", "10m", "--findings", str(tmp_path), "--no-queue"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    crashes = tmp_path / QUICHE / ".work" / "afl" / "main" / "crashes"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(crashes.glob("id:*")):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-3000:]
+    assert "interrupted" in err
+    assert (tmp_path / QUICHE / "future-recovery-start--sent-recovery" / "reproducer.jsonl").exists(), out
+    assert not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout   # engine gone

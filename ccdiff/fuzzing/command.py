@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -63,18 +64,24 @@ class Status:
             self.last = time.monotonic()
 
 
-def _triage_files(triage: Triage, files: list, engine: str, done: set) -> list:
-    new = []
+def _triage_files(triage: Triage, files: list, engine: str, done: set) -> None:
     for path in files:
         if path in done:
             continue
         done.add(path)
-        new += triage.add_input(path.read_bytes(), engine, str(path))
-    return new
+        triage.add_input(path.read_bytes(), engine, str(path))
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def cmd_fuzz(args) -> int:
     from ..build import ensure_built
+    # Ctrl-C and a polite kill both stop the engine and keep what it found (a shell
+    # starts background jobs with SIGINT ignored, so SIGTERM matters for scripts).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     seconds = parse_duration(args.time)
     if args.jobs < 1:
         raise SetupError("--jobs must be at least 1")
@@ -90,7 +97,7 @@ def cmd_fuzz(args) -> int:
         raise SetupError(f"--seeds {seeds}: not a folder with seed inputs")
     dictionary = project_root() / DEFAULT_DICT
     status = Status(args.engine)
-    new, started = [], time.monotonic()
+    known, started = set(triage.stored), time.monotonic()
     print(f"fuzzing {target.label} with {args.engine} for {seconds:.0f} s; findings in {triage.folder}",
           file=sys.stderr)
     if args.engine == "hypothesis":
@@ -100,7 +107,7 @@ def cmd_fuzz(args) -> int:
             status.show(time.monotonic() - started, stats, len(triage.stored))
         try:
             result = hypo.run(args.stack, triage, seconds, work / "hypothesis-db", progress)
-            new, stats = result["new"], {"execs_per_sec": result["execs_per_sec"], "corpus": result["examples"]}
+            stats = {"execs_per_sec": result["execs_per_sec"], "corpus": result["examples"]}
         except KeyboardInterrupt:
             stats = {}
     else:
@@ -116,7 +123,7 @@ def cmd_fuzz(args) -> int:
                 time.sleep(1)
                 stats = campaign.stats()
                 if time.monotonic() >= next_triage:
-                    new += _triage_files(triage, campaign.crash_files(), args.engine, done)
+                    _triage_files(triage, campaign.crash_files(), args.engine, done)
                     next_triage = time.monotonic() + 5
                 status.show(time.monotonic() - started, stats, len(triage.stored))
         except KeyboardInterrupt:
@@ -124,10 +131,14 @@ def cmd_fuzz(args) -> int:
         finally:
             campaign.stop()
         stats = campaign.stats() or stats
-        new += _triage_files(triage, campaign.crash_files(), args.engine, done)
-        if not args.no_queue:
-            new += _triage_files(triage, campaign.queue_files(), args.engine, done)
+        try:
+            _triage_files(triage, campaign.crash_files(), args.engine, done)
+            if not args.no_queue:
+                _triage_files(triage, campaign.queue_files(), args.engine, done)
+        except KeyboardInterrupt:
+            print("\ninterrupted again: triage cut short", file=sys.stderr)
     status.show(time.monotonic() - started, stats, len(triage.stored), final=True)
+    new = [stored for key, stored in triage.stored.items() if key not in known]
     print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
     for stored in new:
         sig = stored.signature
