@@ -64,12 +64,17 @@ class Status:
             self.last = time.monotonic()
 
 
-def _triage_files(triage: Triage, files: list, engine: str, done: set) -> None:
+def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=None) -> None:
+    """Replay each new file; a crash (campaign given) the replay does not explain is run
+    through the harness itself: a sanitizer report or a signal in the stack's code."""
     for path in files:
         if path in done:
             continue
         done.add(path)
-        triage.add_input(path.read_bytes(), engine, str(path))
+        data, explained = path.read_bytes(), []
+        triage.add_input(data, engine, str(path), explained)
+        if campaign is not None and explained == [False]:
+            triage.add_native_crash(data, engine, campaign.exe, campaign.env, str(path))
 
 
 def _interrupt(signum, frame):
@@ -107,7 +112,8 @@ def cmd_fuzz(args) -> int:
             status.show(time.monotonic() - started, stats, len(triage.stored))
         try:
             result = hypo.run(args.stack, triage, seconds, work / "hypothesis-db", progress)
-            stats = {"execs_per_sec": result["execs_per_sec"], "corpus": result["examples"]}
+            stats = {"execs_per_sec": result["execs_per_sec"], "corpus": result["examples"],
+                     "crashes": len(result["new"])}
         except KeyboardInterrupt:
             stats = {}
     else:
@@ -123,7 +129,7 @@ def cmd_fuzz(args) -> int:
                 time.sleep(1)
                 stats = campaign.stats()
                 if time.monotonic() >= next_triage:
-                    _triage_files(triage, campaign.crash_files(), args.engine, done)
+                    _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
                     next_triage = time.monotonic() + 5
                 status.show(time.monotonic() - started, stats, len(triage.stored))
         except KeyboardInterrupt:
@@ -132,7 +138,7 @@ def cmd_fuzz(args) -> int:
             campaign.stop()
         stats = campaign.stats() or stats
         try:
-            _triage_files(triage, campaign.crash_files(), args.engine, done)
+            _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
             if not args.no_queue:
                 _triage_files(triage, campaign.queue_files(), args.engine, done)
         except KeyboardInterrupt:

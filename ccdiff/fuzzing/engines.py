@@ -142,7 +142,7 @@ class Honggfuzz(Campaign):
                 break
             self._log.write(chunk)
             buffer = (buffer + ANSI.sub("", chunk.decode(errors="replace")))[-20000:]
-            speed = re.findall(r"Speed\s*:\s*([\d,]+)/sec", buffer)
+            speed = re.findall(r"Speed\s*:\s*[\d,]+/sec\s*\[avg:\s*([\d,]+)\]", buffer)  # steadier than now
             edges = re.findall(r"Coverage\s*:.*?edge:\s*([\d,]+)/([\d,]+)", buffer)
             summary = re.findall(r"Summary iterations:(\d+) time:(\d+) speed:(\d+)", buffer)
             if summary:

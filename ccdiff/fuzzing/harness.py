@@ -32,7 +32,9 @@ SANCOV = "-fsanitize-coverage=trace-pc-guard,trace-cmp"
 RUST_SANCOV = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=3 "
                "-C llvm-args=-sanitizer-coverage-trace-pc-guard "
                "-C llvm-args=-sanitizer-coverage-trace-compares")
-ASAN = "-fsanitize=address,undefined -fno-omit-frame-pointer"
+# UBSan reports and carries on by default; a fuzzer only sees a crash.
+ASAN = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+NO_RECOVER = "-fno-sanitize-recover=undefined"
 ENGINES = ("afl", "honggfuzz", "plain")
 
 
@@ -86,25 +88,31 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
     variant = _variant(target, engine, sanitize)
     out = fuzz_build_dir() / target.recipe.name / target.version / variant
     library = out / LIBRARY_NAME
-    if library.exists():
-        return library
-    out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version,
-               CCDIFF_SANITIZE="1" if sanitize else "0")
+    knobs = {"CCDIFF_SANITIZE": "1" if sanitize else "0"}
     if target.recipe.language == "rust":
         # Build scripts and proc macros must not carry the sancov callbacks: naming the
         # target triple keeps RUSTFLAGS off host artifacts.
-        env.update(RUSTFLAGS=RUST_SANCOV, CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
+        knobs.update(RUSTFLAGS=RUST_SANCOV, CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
     else:
-        env["CC"] = program("afl-clang-fast") if engine == "afl" else program("clang")
-        env["CCDIFF_EXTRA_CFLAGS"] = SANCOV if engine == "honggfuzz" else ""
-        # The engine's runtime (and ASan's) is linked into the harness, not the library.
-        # lld: GNU ld keeps every sancov-instrumented function alive despite --gc-sections.
-        env["CCDIFF_EXTRA_LDFLAGS"] = "-Wl,-z,undefs -fuse-ld=lld"
+        extra = [SANCOV] if engine == "honggfuzz" else []
+        if sanitize:  # build.sh adds -fsanitize=address,undefined itself
+            extra.append(NO_RECOVER)
+        knobs.update(CC=program("afl-clang-fast") if engine == "afl" else program("clang"),
+                     CCDIFF_EXTRA_CFLAGS=" ".join(extra),
+                     # The engine's runtime (and ASan's) is linked into the harness, not the
+                     # library; lld because GNU ld keeps every sancov-instrumented function
+                     # alive despite --gc-sections.
+                     CCDIFF_EXTRA_LDFLAGS="-Wl,-z,undefs -fuse-ld=lld")
+    stamp = out / "build-knobs.json"
+    if library.exists() and stamp.exists() and json.loads(stamp.read_text()) == knobs:
+        return library
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version, **knobs)
     log = out / "build.log"
     log.write_text("")
     _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
          f"{target.label} for {engine}")
+    stamp.write_text(json.dumps(knobs, sort_keys=True))
     return library
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..encoding import decode
-from ..ledger import KIND_NAMES
 from ..replay import replay
 from ..trace import Ack, Lost, PersistentCongestion, Sent, Trace, TraceError, dump_trace, parse_trace_text
 
@@ -133,7 +133,7 @@ class Triage:
     """Deduplicating store of findings for one stack under root/<stack>/."""
 
     def __init__(self, root: Path, spec: str, label: str):
-        self.spec = spec
+        self.spec, self.stack_label = spec, label
         self.folder = root / stack_folder_name(label)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seen_inputs: set = set()
@@ -146,14 +146,18 @@ class Triage:
     def replay_command(self, stored: Stored) -> str:
         return f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} --stack {self.spec}"
 
-    def add_input(self, data: bytes, engine: str, source: str = "") -> list:
-        """Triage one input; returns the Stored entries it created (findings new to the store)."""
+    def add_input(self, data: bytes, engine: str, source: str = "", explained: list | None = None) -> list:
+        """Triage one input; returns the Stored entries it created (findings new to the store).
+        `explained` (if given) receives whether the replay showed any violation."""
         if data in self.seen_inputs:
             return []
         self.seen_inputs.add(data)
         trace = decode(data, name="fuzz")
         touched = []
-        for key, sig in signatures(trace, self.spec).items():
+        found = signatures(trace, self.spec)
+        if explained is not None:
+            explained.append(bool(found))
+        for key, sig in found.items():
             stored = self.stored.get(key)
             if stored is not None:
                 if engine not in stored.found_by:
@@ -173,6 +177,35 @@ class Triage:
             self._write_info(stored, source)
             touched.append(stored)
         return touched
+
+    def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list:
+        """A crash the Python replay does not explain (no invariant broken): a sanitizer
+        report or a signal in the stack's C code.  Stored with the harness's stderr."""
+        result = subprocess.run([str(exe)], input=data, env=dict(env, CCDIFF_FUZZ_NO_ABORT="1"),
+                                capture_output=True, timeout=60)
+        text = result.stderr.decode(errors="replace")
+        match = re.search(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer): ?([\w-]*)", text)
+        if match:
+            kind = f"{match.group(1).lower()}-{match.group(2) or 'error'}"
+        elif "runtime error" in text:
+            kind = "ubsan-runtime-error"
+        elif result.returncode < 0:
+            kind = f"signal-{-result.returncode}"
+        else:
+            return []    # does not crash outside the engine: flaky or a timeout
+        sig = Signature(self.stack_label, "native-crash", kind)
+        if sig.key in self.stored:
+            return []
+        folder = self.folder / sig.key
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "input.bin").write_bytes(data)
+        (folder / "stderr.txt").write_text(text)
+        trace = decode(data, name="fuzz")
+        (folder / "reproducer.jsonl").write_text(dump_trace(trace))
+        stored = Stored(sig, folder, len(trace.events), [engine])
+        self.stored[sig.key] = stored
+        self._write_info(stored, source)
+        return [stored]
 
     def _write_info(self, stored: Stored, source: str) -> None:
         sig = stored.signature
@@ -201,4 +234,4 @@ def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:
     return trace
 
 
-__all__ = ["Triage", "Signature", "minimize", "signatures", "KIND_NAMES"]
+__all__ = ["Triage", "Signature", "minimize", "signatures"]
