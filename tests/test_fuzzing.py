@@ -26,6 +26,14 @@ REPRODUCER = ROOT / "fuzz" / "reproducers" / "quiche-future-recovery-start.bin"
 # CUBIC state (w_est = 0) on persistent congestion, the ACK lands in congestion
 # avoidance (cwnd == ssthresh == 2 datagrams) and sets cwnd = w_est = 600 bytes.
 NGTCP2_REPRODUCER = ROOT / "fuzz" / "reproducers" / "ngtcp2-cwnd-below-minimum.bin"
+# send 1 (app-limited), ACK it with ECN-CE, 940 waits of 32 s, send 1, ACK it: picoquic's
+# W_cubic(t) counts the 8.4 h of idle and sets cwnd to it uncapped (1.3e16 bytes).
+PICOQUIC_REPRODUCER = ROOT / "fuzz" / "reproducers" / "picoquic-numeric-error.bin"
+
+
+def picoquic_idle_input(waits: int) -> bytes:
+    ops = [(0, 0x80), (5, 0x01)] + [(1, 0xFF)] * waits + [(0, 0x00), (5, 0x00)]
+    return bytes(b for op in ops for b in op)
 QUICHE = "quiche@0.26.0"
 
 
@@ -89,12 +97,28 @@ def test_c_stack_harnesses_build_and_run(stack, engine, sanitize):
     for path in inputs:
         result = run_harness(exe, path.read_bytes(), stack)
         assert result.returncode == 0, (path.name, result.stderr[-2000:])
-    crash = run_harness(exe, NGTCP2_REPRODUCER.read_bytes(), stack)
-    if stack == "ngtcp2":
-        assert crash.returncode == -signal.SIGABRT, crash.stderr[-2000:]
-        assert b"violation cwnd-below-minimum at event 4 (t=10000 us): cwnd 600" in crash.stderr
-    else:
-        assert crash.returncode == 0, crash.stderr[-2000:]
+    expected = {"ngtcp2": (NGTCP2_REPRODUCER, b"violation cwnd-below-minimum at event 4 (t=10000 us): cwnd 600"),
+                "picoquic": (PICOQUIC_REPRODUCER, b"violation numeric-error at event 3 (t=30080020000 us)")}
+    for name, (reproducer, message) in expected.items():
+        crash = run_harness(exe, reproducer.read_bytes(), stack)
+        if name == stack:
+            assert crash.returncode == -signal.SIGABRT, crash.stderr[-2000:]
+            assert message in crash.stderr
+        else:
+            assert crash.returncode == 0, crash.stderr[-2000:]
+
+
+def test_picoquic_reproducer_is_the_stored_bytes():
+    assert PICOQUIC_REPRODUCER.read_bytes() == picoquic_idle_input(940)
+
+
+def test_picoquic_ubsan_float_cast_overflow_after_93_hours_idle():
+    """UBSan in picoquic's own code: cubic.c:296 casts W_cubic * mtu to uint64_t; once t
+    passes ~93 h the double exceeds 2**64 (undefined behaviour, C11 6.3.1.4)."""
+    exe = harness(resolve("picoquic"), "plain", sanitize=True)
+    result = run_harness(exe, picoquic_idle_input(11_000), "picoquic")
+    assert result.returncode == -signal.SIGABRT
+    assert b"cubic.c:296" in result.stderr and b"outside the range of representable values" in result.stderr
 
 
 def test_ngtcp2_reproducer_agrees_with_python_replay():
