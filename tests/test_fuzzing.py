@@ -259,3 +259,12 @@ def test_crash_the_replay_does_not_explain_is_kept_with_its_report(tmp_path, scr
     folder = stored[0].folder
     assert (folder / "input.bin").read_bytes() == data and (folder / "stderr.txt").exists()
     assert triage.add_native_crash(data, "honggfuzz", exe, {}) == []      # stored once
+
+
+def test_parallel_campaigns_store_a_finding_once(tmp_path):
+    """Two runs on one findings folder (say AFL++ and honggfuzz side by side)."""
+    first, second = Triage(tmp_path, QUICHE, QUICHE), Triage(tmp_path, QUICHE, QUICHE)
+    assert len(first.add_input(REPRODUCER.read_bytes(), "afl")) == 1
+    assert second.add_input(REPRODUCER.read_bytes(), "honggfuzz") == []
+    folder = tmp_path / QUICHE / "future-recovery-start--sent-recovery"
+    assert json.loads((folder / "finding.json").read_text())["found_by"] == ["afl", "honggfuzz"]

@@ -143,6 +143,17 @@ class Triage:
             sig = Signature(data["stack"], data["invariant"], data["shape"])
             self.stored[sig.key] = Stored(sig, info.parent, data["events"], data["found_by"])
 
+    def _stored_by_another_run(self, key: str) -> Stored | None:
+        """Campaigns may run in parallel on one findings folder: look on disk too."""
+        info = self.folder / key / "finding.json"
+        if not info.exists():
+            return None
+        data = json.loads(info.read_text())
+        stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), info.parent,
+                        data["events"], data["found_by"])
+        self.stored[key] = stored
+        return stored
+
     def replay_command(self, stored: Stored) -> str:
         return f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} --stack {self.spec}"
 
@@ -158,7 +169,7 @@ class Triage:
         if explained is not None:
             explained.append(bool(found))
         for key, sig in found.items():
-            stored = self.stored.get(key)
+            stored = self.stored.get(key) or self._stored_by_another_run(key)
             if stored is not None:
                 if engine not in stored.found_by:
                     stored.found_by.append(engine)
