@@ -268,3 +268,24 @@ def test_parallel_campaigns_store_a_finding_once(tmp_path):
     assert second.add_input(REPRODUCER.read_bytes(), "honggfuzz") == []
     folder = tmp_path / QUICHE / "future-recovery-start--sent-recovery"
     assert json.loads((folder / "finding.json").read_text())["found_by"] == ["afl", "honggfuzz"]
+
+
+def test_spurious_undo_after_idle_is_not_idle_inflation():
+    """Harness defect found by fuzzing, fixed in invariants.py: a spurious-loss undo right
+    after an idle period restored quiche's pre-loss window and idle-inflation blamed W_cubic(t)."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "spurious-undo-after-idle.jsonl"))
+    result = replay(trace, ["quiche@0.30.0", QUICHE])
+    cwnds = [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots]
+    assert cwnds[-3:] == [5880, 8400, 8400]          # the undo (event 12) is what grows the window
+    assert "idle-inflation" not in {f.invariant for f in result.findings}
+
+
+def test_engine_that_cannot_start_is_a_setup_error(tmp_path, monkeypatch):
+    """An engine refusing its environment ends the run with exit 2 and its log, not a silent 0."""
+    harness(resolve(QUICHE), "afl")
+    env_bad = {"ASAN_OPTIONS": "symbolize=1"}     # afl-fuzz refuses this
+    result = subprocess.run([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
+                             "--time", "30s", "--findings", str(tmp_path)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env={**__import__("os").environ, **env_bad})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "afl exited with" in result.stderr and "ASAN_OPTIONS" in result.stderr

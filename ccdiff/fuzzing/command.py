@@ -74,7 +74,7 @@ def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=
         data, explained = path.read_bytes(), []
         triage.add_input(data, engine, str(path), explained)
         if campaign is not None and explained == [False]:
-            triage.add_native_crash(data, engine, campaign.exe, campaign.env, str(path))
+            triage.add_native_crash(data, engine, campaign.exe, campaign.direct_env, str(path))
 
 
 def _interrupt(signum, frame):
@@ -121,7 +121,7 @@ def cmd_fuzz(args) -> int:
         campaign = ENGINES[args.engine](target, work, seeds, dictionary if dictionary.exists() else None,
                                         args.jobs, args.sanitize, args.invariants)
         done: set = set()
-        stats = {}
+        stats, interrupted = {}, False
         try:
             campaign.start()
             next_triage = 0.0
@@ -133,9 +133,13 @@ def cmd_fuzz(args) -> int:
                     next_triage = time.monotonic() + 5
                 status.show(time.monotonic() - started, stats, len(triage.stored))
         except KeyboardInterrupt:
+            interrupted = True
             print("\ninterrupted: stopping the engine, keeping what was found", file=sys.stderr)
         finally:
             campaign.stop()
+        failure = None if interrupted or time.monotonic() - started >= seconds else campaign.failure()
+        if failure:
+            raise SetupError(failure)
         stats = campaign.stats() or stats
         try:
             _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)

@@ -31,7 +31,8 @@ class Campaign:
                  sanitize: bool = False, invariants: str = ""):
         self.target, self.work, self.seeds, self.dictionary = target, work, seeds, dictionary
         self.jobs, self.sanitize = max(1, jobs), sanitize
-        self.env = harness_env(target)
+        self.env = harness_env(target, engine=True)
+        self.direct_env = harness_env(target)   # for re-running a crash outside the engine
         if invariants:
             self.env["CCDIFF_FUZZ_INVARIANTS"] = invariants
         self.procs: list = []
@@ -51,6 +52,16 @@ class Campaign:
     def running(self) -> bool:
         return any(proc.poll() is None for proc in self.procs)
 
+    def failure(self) -> str | None:
+        """Why the engine stopped on its own (a setup problem), or None."""
+        codes = [proc.poll() for proc in self.procs]
+        if any(code is None for code in codes) or all(code == 0 for code in codes):
+            return None
+        logs = sorted(self.work.glob(f"{self.name}/*.log"))
+        tail = logs[0].read_text(errors="replace")[-1500:] if logs else ""
+        tail = ANSI.sub("", tail)
+        return f"{self.name} exited with {codes}; log: {', '.join(map(str, logs))}\n{tail}"
+
 
 class Afl(Campaign):
     name = "afl"
@@ -59,7 +70,7 @@ class Afl(Campaign):
         out = self.work / "afl"
         out.mkdir(parents=True, exist_ok=True)
         env = dict(self.env, AFL_AUTORESUME="1", AFL_NO_UI="1", AFL_SKIP_CPUFREQ="1", AFL_NO_AFFINITY="1",
-                   AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES="1", AFL_SUPPRESS_ERROR="1")
+                   AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES="1")
         for job in range(self.jobs):
             role = ["-M", "main"] if job == 0 else ["-S", f"s{job}"]
             cmd = [program("afl-fuzz"), "-i", str(self.seeds), "-o", str(out), *role]

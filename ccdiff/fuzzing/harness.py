@@ -157,12 +157,14 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
     return exe
 
 
-def harness_env(target: Target) -> dict:
-    """Environment a harness needs: the SPEC's stack options; sanitizer reports end in
-    abort() as under the engines (which set the same), so every way of running agrees."""
+def harness_env(target: Target, engine: bool = False) -> dict:
+    """Environment a harness needs: the SPEC's stack options.  Run directly (not under
+    an engine, which sets its own and refuses others), sanitizer reports end in abort()
+    as they do under the engines, so every way of running agrees."""
     env = dict(os.environ, CCDIFF_FUZZ_OPTIONS=target.options_text)
-    env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0:symbolize=1")
-    env.setdefault("UBSAN_OPTIONS", "abort_on_error=1:halt_on_error=1:print_stacktrace=1")
+    if not engine:
+        env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0:symbolize=1")
+        env.setdefault("UBSAN_OPTIONS", "abort_on_error=1:halt_on_error=1:print_stacktrace=1")
     return env
 
 
