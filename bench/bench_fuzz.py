@@ -74,7 +74,7 @@ def crash_invariant(plain, env, path: Path) -> str:
 def time_to_finding(spec: str, engine: str, cap: float) -> dict:
     target = resolve(spec)
     exe, plain = harness(target, engine), harness(target, "plain")
-    env = dict(harness_env(target), CCDIFF_FUZZ_INVARIANTS="future-recovery-start")
+    env = dict(harness_env(target, engine=True), CCDIFF_FUZZ_INVARIANTS="future-recovery-start")
     with tempfile.TemporaryDirectory(prefix="ccdiff-ttf-") as tmp:
         work = Path(tmp)
         if engine == "afl":
@@ -108,7 +108,7 @@ def time_to_finding(spec: str, engine: str, cap: float) -> dict:
 def throughput(spec: str, engine: str, seconds: int) -> float:
     target = resolve(spec)
     exe = harness(target, engine)
-    env = harness_env(target)
+    env = harness_env(target, engine=True)
     with tempfile.TemporaryDirectory(prefix="ccdiff-speed-") as tmp:
         work = Path(tmp)
         if engine == "afl":
