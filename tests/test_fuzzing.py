@@ -196,7 +196,9 @@ def test_fuzz_cli_errors_exit_2(tmp_path):
     for args in (["--stack", "oracle", "--engine", "afl", "--time", "1s"],
                  ["--stack", "nosuch", "--engine", "afl", "--time", "1s"],
                  ["--stack", QUICHE, "--engine", "afl", "--time", "soon"],
-                 ["--stack", QUICHE, "--engine", "afl", "--time", "1s", "--seeds", str(tmp_path / "none")]):
+                 ["--stack", QUICHE, "--engine", "afl", "--time", "1s", "--seeds", str(tmp_path / "none")],
+                 ["--stack", QUICHE, "--engine", "afl", "--time", "1s", "--invariants", "idle-inflation"],
+                 ["--stack", QUICHE, "--engine", "afl", "--time", "1s", "--jobs", "0"]):
         result = ccdiff("fuzz", *args, "--findings", str(tmp_path))
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stderr.startswith("error:"), result.stderr

@@ -14,6 +14,7 @@ from .triage import Triage, stack_folder_name
 
 DEFAULT_SEEDS = "fuzz/seeds/no-loss"
 DEFAULT_DICT = "fuzz/ccdiff.dict"
+IN_PROCESS = ("numeric-error", "cwnd-below-minimum", "future-recovery-start", "adapter-error")  # fz_check.h
 
 
 def parse_duration(text: str) -> float:
@@ -35,7 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--stack", required=True, metavar="SPEC", help="e.g. quiche@0.26.0, ngtcp2, picoquic")
     p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"])
     p.add_argument("--time", required=True, metavar="DURATION", help="e.g. 90s, 10m")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="fuzzer processes (default 1)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="parallel fuzzers: AFL++ -M/-S instances, honggfuzz threads (default 1; "
+                   "hypothesis runs one)")
     p.add_argument("--findings", default="findings", metavar="DIR", help="findings folder (default findings/)")
     p.add_argument("--seeds", default=None, metavar="DIR", help=f"seed corpus (default {DEFAULT_SEEDS})")
     p.add_argument("--sanitize", action="store_true", help="ASan+UBSan builds (C stacks)")
@@ -90,6 +93,10 @@ def cmd_fuzz(args) -> int:
     seconds = parse_duration(args.time)
     if args.jobs < 1:
         raise SetupError("--jobs must be at least 1")
+    unknown = [name for name in args.invariants.split(",") if name and name not in IN_PROCESS]
+    if unknown:
+        raise SetupError(f"--invariants: {', '.join(unknown)} cannot be checked in-process; "
+                         f"choose from {', '.join(IN_PROCESS)}")
     target = resolve(args.stack)
     if target.kind != "native":
         raise SetupError(f"{args.stack}: fuzzing drives a stack's adapter; the oracle is the judge, not a target")
