@@ -408,6 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("scenarios", help="list the scenario catalog")
     p.set_defaults(func=cmd_scenarios)
+
+    from .fuzzing.command import add_parser as add_fuzz_parser
+    add_fuzz_parser(sub)
     return parser
 
 

@@ -257,6 +257,10 @@ class Checker:
                  f"cwnd {cwnd} after persistent congestion, minimum window is {self.floor}")
         if before is None:
             return
+        if kind == ACKED and ev.spurious:
+            # RFC 9438 §4.9: an undo restores the window from before the loss; growth
+            # across it says nothing about W_cubic(t) after an idle period.
+            self.idle_watch = None
         group = self.loss_group
         if group is not None and (t != group["t"] or kind == SENT):
             self.close_loss_group()

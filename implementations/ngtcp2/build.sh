@@ -6,7 +6,10 @@
 #   OUT_DIR  receives libccdiff_adapter.so (and gen/ngtcp2/version.h).
 # env: CCDIFF_INCLUDE (folder of ccdiff_adapter.h), CCDIFF_STACK_VERSION
 #      (reported version; default: from SRC_DIR's CMakeLists.txt),
-#      CCDIFF_SANITIZE=1 (ASan+UBSan), CC (default gcc).
+#      CCDIFF_SANITIZE=1 (ASan+UBSan), CC (default gcc),
+#      CCDIFF_EXTRA_CFLAGS / CCDIFF_EXTRA_LDFLAGS (space-separated; the fuzz
+#      harnesses add coverage instrumentation and -Wl,-z,undefs: the engine's
+#      runtime lives in the harness executable).
 # apt: (none beyond gcc)
 set -euo pipefail
 
@@ -64,6 +67,10 @@ if [ "${CCDIFF_SANITIZE:-0}" = 1 ]; then
   CFLAGS+=(-fsanitize=address,undefined -fno-omit-frame-pointer)
   LDFLAGS+=(-fsanitize=address,undefined)
 fi
+read -r -a extra_cflags <<<"${CCDIFF_EXTRA_CFLAGS:-}"
+read -r -a extra_ldflags <<<"${CCDIFF_EXTRA_LDFLAGS:-}"
+CFLAGS+=("${extra_cflags[@]}")
+LDFLAGS+=("${extra_ldflags[@]}")
 
 "$CC" "${CFLAGS[@]}" -o "$OUT_DIR/libccdiff_adapter.so.tmp" \
   "$HERE/adapter.c" "$HERE/ngd_rtb.c" "${srcs[@]}" "${LDFLAGS[@]}"

@@ -7,6 +7,9 @@
 #   SRC_DIR is only read, never modified.
 # Env: CCDIFF_INCLUDE (folder of ccdiff_adapter.h; default: ../include next to
 #   this script), CCDIFF_SANITIZE=1 (ASan+UBSan), CC (default gcc),
+#   CCDIFF_EXTRA_CFLAGS / CCDIFF_EXTRA_LDFLAGS (space-separated; the fuzz harnesses
+#   add coverage instrumentation and -Wl,-z,undefs: the engine's runtime lives in
+#   the harness executable),
 #   PICOTLS_INCLUDE (optional extra -I; picoquic 1.1.53.0's CC files do not need
 #   picotls headers: picoquic_internal.h only forward-declares ptls types. For
 #   the sdist, SRC_DIR/../picotls/include is added when present.)
@@ -64,6 +67,10 @@ if [ "${CCDIFF_SANITIZE:-0}" = "1" ]; then
   CFLAGS+=(-fsanitize=address,undefined -fno-omit-frame-pointer)
   LDFLAGS+=(-fsanitize=address,undefined)
 fi
+read -r -a extra_cflags <<<"${CCDIFF_EXTRA_CFLAGS:-}"
+read -r -a extra_ldflags <<<"${CCDIFF_EXTRA_LDFLAGS:-}"
+CFLAGS+=("${extra_cflags[@]}")
+LDFLAGS+=("${extra_ldflags[@]}")
 
 WORK=$OUT_DIR/work
 rm -rf "$WORK"

@@ -6,7 +6,9 @@
 # SRC_DIR is never modified: it is copied to OUT_DIR/work/ and patched there
 # (patches/apply.py).  Re-running only rebuilds what changed.
 # Env: CCDIFF_STACK_VERSION (informational), CCDIFF_SANITIZE=1 (no-op, see below),
-#      CARGO (default: cargo).
+#      CARGO (default: cargo), RUSTFLAGS (e.g. coverage instrumentation for the fuzz
+#      harnesses) with CARGO_BUILD_TARGET set so build scripts and proc macros are
+#      built without them (cargo then puts the output under target/<triple>/).
 # Needs: cargo/rustc >= 1.88 (quiche's rust-version), python3.
 # apt: (none)
 set -euo pipefail
@@ -91,6 +93,7 @@ rm -rf "$STAGE"
 export CARGO_TARGET_DIR=$OUT/target
 "$CARGO" build --release "${LOCKED[@]}" --manifest-path "$WORK/tree/adapter/Cargo.toml" \
     || die "cargo build failed (see above)"
-cp "$CARGO_TARGET_DIR/release/libccdiff_adapter.so" "$OUT/libccdiff_adapter.so.tmp"
+RELEASE=$CARGO_TARGET_DIR/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release
+cp "$RELEASE/libccdiff_adapter.so" "$OUT/libccdiff_adapter.so.tmp"
 mv "$OUT/libccdiff_adapter.so.tmp" "$OUT/libccdiff_adapter.so"
 echo "quiche/build.sh: built $OUT/libccdiff_adapter.so"

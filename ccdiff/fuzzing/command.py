@@ -1,0 +1,166 @@
+"""`ccdiff fuzz --stack SPEC --engine afl|honggfuzz|hypothesis --time DURATION [--jobs N]`."""
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ..errors import SetupError
+from ..paths import project_root
+from ..stacks import resolve
+from .triage import Triage, stack_folder_name
+
+DEFAULT_SEEDS = "fuzz/seeds/no-loss"
+DEFAULT_DICT = "fuzz/ccdiff.dict"
+IN_PROCESS = ("numeric-error", "cwnd-below-minimum", "future-recovery-start", "adapter-error")  # fz_check.h
+
+
+def parse_duration(text: str) -> float:
+    """"90", "90s", "10m", "1h", "1m30s" -> seconds."""
+    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s?)?", text.strip())
+    if not text.strip() or not match or not any(match.groups()):
+        raise SetupError(f"--time {text!r}: expected a duration like 90s, 10m or 1h")
+    h, m, s = match.groups()
+    return int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("fuzz", help="coverage-guided fuzzing of a stack's controller, with triage",
+                       description="Fuzz a stack's controller with AFL++, honggfuzz (in-process harnesses, "
+                       "fuzz/driver/) or Hypothesis (oracle in the loop). Findings are replayed through "
+                       "the oracle, deduplicated and minimized into FINDINGS/<stack>/<signature>/"
+                       "reproducer.jsonl. A second run resumes from the stored corpus; Ctrl-C keeps "
+                       "everything found so far.")
+    p.add_argument("--stack", required=True, metavar="SPEC", help="e.g. quiche@0.26.0, ngtcp2, picoquic")
+    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"])
+    p.add_argument("--time", required=True, metavar="DURATION", help="e.g. 90s, 10m")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="parallel fuzzers: AFL++ -M/-S instances, honggfuzz threads (default 1; "
+                   "hypothesis runs one)")
+    p.add_argument("--findings", default="findings", metavar="DIR", help="findings folder (default findings/)")
+    p.add_argument("--seeds", default=None, metavar="DIR", help=f"seed corpus (default {DEFAULT_SEEDS})")
+    p.add_argument("--sanitize", action="store_true", help="ASan+UBSan builds (C stacks)")
+    p.add_argument("--invariants", default="", metavar="LIST",
+                   help="in-process invariants that abort (default: numeric-error, cwnd-below-minimum, "
+                   "future-recovery-start, adapter-error)")
+    p.add_argument("--no-queue", action="store_true",
+                   help="triage crashes only, not every new-coverage corpus entry")
+    p.set_defaults(func=cmd_fuzz)
+
+
+class Status:
+    """One live line on a terminal; a line every 10 s otherwise."""
+
+    def __init__(self, engine: str):
+        self.engine, self.tty, self.last = engine, sys.stderr.isatty(), 0.0
+
+    def show(self, elapsed: float, stats: dict, findings: int, final: bool = False) -> None:
+        line = (f"[{self.engine}] {elapsed:6.0f} s  {stats.get('execs_per_sec', 0):8.0f} execs/s  "
+                f"coverage {stats.get('coverage', '-')}  corpus {stats.get('corpus', 0)}  "
+                f"crashes {stats.get('crashes', 0)}  findings {findings}")
+        if self.tty:
+            print("\r" + line.ljust(110), end="\n" if final else "", file=sys.stderr, flush=True)
+        elif final or time.monotonic() - self.last >= 10:
+            print(line, file=sys.stderr, flush=True)
+            self.last = time.monotonic()
+
+
+def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=None) -> None:
+    """Replay each new file; a crash (campaign given) the replay does not explain is run
+    through the harness itself: a sanitizer report or a signal in the stack's code."""
+    for path in files:
+        if path in done:
+            continue
+        done.add(path)
+        data, explained = path.read_bytes(), []
+        triage.add_input(data, engine, str(path), explained)
+        if campaign is not None and explained == [False]:
+            triage.add_native_crash(data, engine, campaign.exe, campaign.direct_env, str(path))
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def cmd_fuzz(args) -> int:
+    from ..build import ensure_built
+    # Ctrl-C and a polite kill both stop the engine and keep what it found (a shell
+    # starts background jobs with SIGINT ignored, so SIGTERM matters for scripts).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    seconds = parse_duration(args.time)
+    if args.jobs < 1:
+        raise SetupError("--jobs must be at least 1")
+    unknown = [name for name in args.invariants.split(",") if name and name not in IN_PROCESS]
+    if unknown:
+        raise SetupError(f"--invariants: {', '.join(unknown)} cannot be checked in-process; "
+                         f"choose from {', '.join(IN_PROCESS)}")
+    target = resolve(args.stack)
+    if target.kind != "native":
+        raise SetupError(f"{args.stack}: fuzzing drives a stack's adapter; the oracle is the judge, not a target")
+    ensure_built(target)                        # the Python replay of triage uses the ordinary build
+    root = Path(args.findings)
+    triage = Triage(root, args.stack, target.label)
+    work = triage.folder / ".work"
+    seeds = Path(args.seeds) if args.seeds else project_root() / DEFAULT_SEEDS
+    if not seeds.is_dir() or not any(seeds.iterdir()):
+        raise SetupError(f"--seeds {seeds}: not a folder with seed inputs")
+    dictionary = project_root() / DEFAULT_DICT
+    status = Status(args.engine)
+    known, started = set(triage.stored), time.monotonic()
+    print(f"fuzzing {target.label} with {args.engine} for {seconds:.0f} s; findings in {triage.folder}",
+          file=sys.stderr)
+    if args.engine == "hypothesis":
+        from . import hypo
+
+        def progress(stats, found):
+            status.show(time.monotonic() - started, stats, len(triage.stored))
+        try:
+            result = hypo.run(args.stack, triage, seconds, work / "hypothesis-db", progress)
+            stats = {"execs_per_sec": result["execs_per_sec"], "corpus": result["examples"],
+                     "crashes": len(result["new"])}
+        except KeyboardInterrupt:
+            stats = {}
+    else:
+        from .engines import ENGINES
+        campaign = ENGINES[args.engine](target, work, seeds, dictionary if dictionary.exists() else None,
+                                        args.jobs, args.sanitize, args.invariants)
+        done: set = set()
+        stats, interrupted = {}, False
+        try:
+            campaign.start()
+            next_triage = 0.0
+            while time.monotonic() - started < seconds and campaign.running():
+                time.sleep(1)
+                stats = campaign.stats()
+                if time.monotonic() >= next_triage:
+                    _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
+                    next_triage = time.monotonic() + 5
+                status.show(time.monotonic() - started, stats, len(triage.stored))
+        except KeyboardInterrupt:
+            interrupted = True
+            print("\ninterrupted: stopping the engine, keeping what was found", file=sys.stderr)
+        finally:
+            campaign.stop()
+        failure = None if interrupted or time.monotonic() - started >= seconds else campaign.failure()
+        if failure:
+            raise SetupError(failure)
+        stats = campaign.stats() or stats
+        try:
+            _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
+            if not args.no_queue:
+                _triage_files(triage, campaign.queue_files(), args.engine, done)
+        except KeyboardInterrupt:
+            print("\ninterrupted again: triage cut short", file=sys.stderr)
+    status.show(time.monotonic() - started, stats, len(triage.stored), final=True)
+    new = [stored for key, stored in triage.stored.items() if key not in known]
+    print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
+    for stored in new:
+        sig = stored.signature
+        print(f"  {sig.invariant} ({sig.shape}), {stored.events} events:\n    {triage.replay_command(stored)}")
+    return 1 if triage.stored else 0
+
+
+__all__ = ["add_parser", "cmd_fuzz", "parse_duration", "stack_folder_name"]

@@ -1,0 +1,181 @@
+"""Builds the in-process harnesses: fuzz/driver/ linked with a stack adapter.
+
+Engines and how the adapter is instrumented:
+  afl        C stacks: their build.sh with CC=afl-clang-fast (AFL++'s PCGUARD pass);
+             quiche: cargo with RUSTFLAGS running LLVM's sancov-module pass
+             (trace-pc-guard + trace-compares), whose callbacks AFL++'s runtime
+             (afl-compiler-rt, linked into the harness) implements.
+  honggfuzz  C stacks: clang -fsanitize-coverage=trace-pc-guard,trace-cmp; quiche:
+             the same sancov build as for AFL++ (libhfuzz implements the same
+             callbacks).  The harness links libhfuzz, whose main() runs
+             LLVMFuzzerTestOneInput in persistent mode.
+  plain      gcc, the stack's ordinary library: replays files (tests, CI, triage).
+sanitize=True adds ASan + UBSan to a C stack's adapter and the harness.
+Each build lands in fuzz_build_dir()/<stack>/<version>/<variant>/ and is reused.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..build import ensure_built, fetch, unpack
+from ..errors import SetupError
+from ..stacks import LIBRARY_NAME, Target
+from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
+
+DRIVER_SOURCES = ("fz_harness.c", "fz_check.c", "fz_decode.c", "fz_ledger.c")
+SANCOV = "-fsanitize-coverage=trace-pc-guard,trace-cmp"
+RUST_SANCOV = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=3 "
+               "-C llvm-args=-sanitizer-coverage-trace-pc-guard "
+               "-C llvm-args=-sanitizer-coverage-trace-compares")
+# UBSan reports and carries on by default; a fuzzer only sees a crash.
+ASAN = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+NO_RECOVER = "-fno-sanitize-recover=undefined"
+ENGINES = ("afl", "honggfuzz", "plain")
+
+
+def _run(cmd: list, env: dict, log: Path, what: str) -> None:
+    with open(log, "a") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        result = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-12:])
+        raise SetupError(f"building {what} failed (exit {result.returncode}); log: {log}\n{tail}")
+
+
+@contextmanager
+def _locked():
+    """One build at a time across processes (pytest -n, parallel campaigns)."""
+    folder = fuzz_build_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _source(target: Target) -> Path:
+    """The pinned upstream source, fetched (sha256-checked) and unpacked once."""
+    pin = target.recipe.versions.get(target.version)
+    if pin is None:
+        raise SetupError(f"{target.label}: fuzzing builds pinned versions only")
+    root = fuzz_build_dir() / target.recipe.name / target.version / "src"
+    marker = root / ".unpacked"
+    if not marker.exists():
+        unpack(fetch(pin["url"], pin["sha256"]), root)
+        marker.write_text(pin["sha256"] + "\n")
+    return root / pin.get("subdir", "")
+
+
+def _variant(target: Target, engine: str, sanitize: bool) -> str:
+    rust = target.recipe.language == "rust"
+    if sanitize and rust:
+        raise SetupError(f"{target.label}: --sanitize applies to the C stacks (quiche is Rust; "
+                         "overflow checks and debug assertions are always on)")
+    base = "sancov" if rust else engine
+    return base + ("-asan" if sanitize else "")
+
+
+def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path:
+    """The stack's adapter built with the engine's coverage instrumentation."""
+    if engine == "plain" and not sanitize:
+        ensure_built(target)
+        return target.recipe.library(target.version)
+    variant = _variant(target, engine, sanitize)
+    out = fuzz_build_dir() / target.recipe.name / target.version / variant
+    library = out / LIBRARY_NAME
+    knobs = {"CCDIFF_SANITIZE": "1" if sanitize else "0"}
+    if target.recipe.language == "rust":
+        # Build scripts and proc macros must not carry the sancov callbacks: naming the
+        # target triple keeps RUSTFLAGS off host artifacts.
+        knobs.update(RUSTFLAGS=RUST_SANCOV, CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
+    else:
+        extra = [SANCOV] if engine == "honggfuzz" else []
+        if sanitize:  # build.sh adds -fsanitize=address,undefined itself
+            extra.append(NO_RECOVER)
+        knobs.update(CC=program("afl-clang-fast") if engine == "afl" else program("clang"),
+                     CCDIFF_EXTRA_CFLAGS=" ".join(extra),
+                     # The engine's runtime (and ASan's) is linked into the harness, not the
+                     # library; lld because GNU ld keeps every sancov-instrumented function
+                     # alive despite --gc-sections.
+                     CCDIFF_EXTRA_LDFLAGS="-Wl,-z,undefs -fuse-ld=lld")
+    stamp = out / "build-knobs.json"
+    if library.exists() and stamp.exists() and json.loads(stamp.read_text()) == knobs:
+        return library
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version, **knobs)
+    log = out / "build.log"
+    log.write_text("")
+    _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
+         f"{target.label} for {engine}")
+    stamp.write_text(json.dumps(knobs, sort_keys=True))
+    return library
+
+
+def harness(target: Target, engine: str, sanitize: bool = False) -> Path:
+    """The harness executable for one stack and engine (built if missing)."""
+    if engine not in ENGINES:
+        raise SetupError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    with _locked():
+        return _harness(target, engine, sanitize)
+
+
+def _harness(target: Target, engine: str, sanitize: bool) -> Path:
+    library = adapter_library(target, engine, sanitize)
+    name = f"harness-{engine}" + ("-asan" if sanitize else "")
+    exe = library.parent / name if engine != "plain" or sanitize else \
+        fuzz_build_dir() / target.recipe.name / target.version / "plain" / name
+    info = exe.with_suffix(".json")
+    sources = [driver_dir() / s for s in DRIVER_SOURCES] + [driver_dir() / "fz_main.c"]
+    stamp = {"library": str(library), "sources": {s.name: s.stat().st_mtime_ns for s in sources}}
+    if exe.exists() and info.exists() and json.loads(info.read_text()) == stamp:
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    flags = ["-O2", "-g", "-std=gnu11", "-I", str(include_dir())]
+    if sanitize:
+        flags += ASAN.split()
+    link = ["-L", str(library.parent), "-lccdiff_adapter", f"-Wl,-rpath,{library.parent}", "-lm"]
+    srcs = [str(driver_dir() / s) for s in DRIVER_SOURCES]
+    if engine == "afl":
+        cmd = [program("afl-clang-fast"), *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link]
+    elif engine == "honggfuzz":
+        home = honggfuzz_home()
+        cmd = [program("clang"), *flags, SANCOV, "-o", str(exe), *srcs,
+               "-Wl,--whole-archive", str(home / "libhfuzz/libhfuzz.a"), "-Wl,--no-whole-archive",
+               str(home / "libhfcommon/libhfcommon.a"), *link, "-lpthread", "-ldl", "-lrt"]
+    else:
+        cc = program("clang") if sanitize else program("gcc")
+        cmd = [cc, *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link]
+    log = exe.with_suffix(".log")
+    log.write_text("")
+    _run(cmd, dict(os.environ), log, f"the {engine} harness for {target.label}")
+    info.write_text(json.dumps(stamp))
+    return exe
+
+
+def harness_env(target: Target, engine: bool = False) -> dict:
+    """Environment a harness needs: the SPEC's stack options.  Run directly (not under
+    an engine, which sets its own and refuses others), sanitizer reports end in abort()
+    as they do under the engines, so every way of running agrees."""
+    env = dict(os.environ, CCDIFF_FUZZ_OPTIONS=target.options_text)
+    if not engine:
+        env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0:symbolize=1")
+        env.setdefault("UBSAN_OPTIONS", "abort_on_error=1:halt_on_error=1:print_stacktrace=1")
+    return env
+
+
+def tool(out_dir: Path | None = None) -> Path:
+    """fz_tool (decoder + ledger only), for the vector test."""
+    out = out_dir or fuzz_build_dir() / "tools"
+    out.mkdir(parents=True, exist_ok=True)
+    exe = out / "fz_tool"
+    srcs = [driver_dir() / s for s in ("fz_tool.c", "fz_decode.c", "fz_ledger.c")]
+    log = out / "fz_tool.log"
+    log.write_text("")
+    _run([program("gcc"), "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=c11", "-I", str(include_dir()),
+          "-o", str(exe), *map(str, srcs)], dict(os.environ), log, "fz_tool")
+    return exe

@@ -1,0 +1,41 @@
+"""Where the fuzzing tools are; fuzz/install-deps.sh installs them."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..errors import SetupError
+from ..paths import project_root
+
+INSTALL_HINT = "install them with: bash fuzz/install-deps.sh"
+
+
+def fuzz_build_dir() -> Path:
+    """Instrumented builds and tools: CCDIFF_FUZZ_BUILD_DIR, else build/fuzz of this checkout."""
+    env = os.environ.get("CCDIFF_FUZZ_BUILD_DIR")
+    return Path(env).resolve() if env else project_root() / "build" / "fuzz"
+
+
+def driver_dir() -> Path:
+    return project_root() / "fuzz" / "driver"
+
+
+def include_dir() -> Path:
+    return project_root() / "implementations" / "include"
+
+
+def program(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SetupError(f"{name} not found; {INSTALL_HINT}")
+    return path
+
+
+def honggfuzz_home() -> Path:
+    """honggfuzz built from the `honggfuzz` crate's C source (HONGGFUZZ_HOME overrides)."""
+    home = Path(os.environ.get("HONGGFUZZ_HOME") or fuzz_build_dir() / "tools" / "honggfuzz")
+    for part in ("honggfuzz", "libhfuzz/libhfuzz.a", "libhfcommon/libhfcommon.a"):
+        if not (home / part).exists():
+            raise SetupError(f"honggfuzz is not built ({home / part} missing); {INSTALL_HINT}")
+    return home

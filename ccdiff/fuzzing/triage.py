@@ -1,0 +1,248 @@
+"""Triage: replay what an engine found through the Python replay, deduplicate, minimize.
+
+Every input (crash or new-coverage queue entry) is decoded (ccdiff/encoding.py)
+and replayed through the stack and its reference oracle with every invariant,
+trajectory-divergence included (ccdiff/replay.py).  Each violation gets a
+signature (stack, invariant, state shape: the kind of event it fired on and
+the stack's phase after it); a signature not seen before is minimized by
+delta debugging over the trace's events (Zeller and Hildebrandt, "Simplifying
+and Isolating Failure-Inducing Input", 2002) and stored once, whichever
+engine found it, as findings/<stack>/<signature>/reproducer.jsonl.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..encoding import decode
+from ..replay import replay
+from ..trace import Ack, Lost, PersistentCongestion, Sent, Trace, TraceError, dump_trace, parse_trace_text
+
+MAX_TESTS = 3000   # replays one minimization may spend
+
+
+@dataclass
+class Signature:
+    stack: str
+    invariant: str
+    shape: str        # e.g. "ack-recovery"
+
+    @property
+    def key(self) -> str:
+        return f"{self.invariant}--{self.shape}"
+
+
+@dataclass
+class Stored:
+    signature: Signature
+    folder: Path
+    events: int
+    found_by: list = field(default_factory=list)
+
+
+def stack_folder_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.@=-]+", "_", label)
+
+
+def _kinds(trace: Trace) -> list:
+    names = {Sent: "sent", Ack: "ack", Lost: "lost", PersistentCongestion: "persistent_congestion"}
+    return [names[type(e)] for e in trace.events]
+
+
+def signatures(trace: Trace, spec: str) -> dict:
+    """signature key -> Signature for every violation the replay shows."""
+    result = replay(trace, [spec])
+    found = {}
+    run = next(iter(result.runs.values()))
+    kinds = _kinds(trace)
+    for finding in result.violations:
+        index = finding.event_index
+        phase = run.snapshots[index].phase if index < len(run.snapshots) else "error"
+        kind = kinds[index] if index < len(kinds) else "end"
+        sig = Signature(run.label, finding.invariant, f"{kind}-{phase}")
+        found.setdefault(sig.key, sig)
+    return found
+
+
+def _repair(events: list) -> list:
+    """A causally consistent trace from a subset of events: ACKs and losses keep
+    only packets still sent, empty ones go, persistent congestion keeps its loss."""
+    sent, out = set(), []
+    for ev in events:
+        kind = type(ev)
+        if kind is Sent:
+            sent.add(ev.pn)
+            out.append(ev)
+        elif kind in (Ack, Lost):
+            pns = tuple(pn for pn in ev.pns if pn in sent)
+            if pns:
+                out.append(ev._replace(pns=pns))
+        elif out and type(out[-1]) is Lost and out[-1].t == ev.t:
+            out.append(ev)
+    return out
+
+
+def _valid(trace: Trace, events: list) -> Trace | None:
+    candidate = Trace(trace.header, events, source=trace.source)
+    try:
+        return parse_trace_text(dump_trace(candidate), trace.source)
+    except TraceError:
+        return None
+
+
+def minimize(trace: Trace, spec: str, key: str) -> Trace:
+    """ddmin over events: the smallest trace (1-minimal, within MAX_TESTS) still showing `key`."""
+    tests = 0
+    cache: dict = {}
+
+    def interesting(events: list) -> bool:
+        nonlocal tests
+        repaired = _repair(events)
+        ident = tuple(repaired)
+        if ident not in cache:
+            tests += 1
+            candidate = _valid(trace, repaired)
+            cache[ident] = candidate is not None and key in signatures(candidate, spec)
+        return cache[ident]
+
+    events = list(trace.events)
+    n = 2
+    while len(events) >= 2 and tests < MAX_TESTS:
+        size = len(events) // n
+        chunks = [events[i:i + size] for i in range(0, len(events), size)] if size else [events]
+        reduced = False
+        for i in range(len(chunks)):
+            complement = [e for j, c in enumerate(chunks) if j != i for e in c]
+            if complement and interesting(complement):
+                events = _repair(complement)
+                n = max(n - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if n >= len(events):
+                break
+            n = min(len(events), 2 * n)
+    result = _valid(trace, _repair(events))
+    return result if result is not None else trace
+
+
+class Triage:
+    """Deduplicating store of findings for one stack under root/<stack>/."""
+
+    def __init__(self, root: Path, spec: str, label: str):
+        self.spec, self.stack_label = spec, label
+        self.folder = root / stack_folder_name(label)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.seen_inputs: set = set()
+        self.stored: dict = {}
+        for info in self.folder.glob("*/finding.json"):
+            data = json.loads(info.read_text())
+            sig = Signature(data["stack"], data["invariant"], data["shape"])
+            self.stored[sig.key] = Stored(sig, info.parent, data["events"], data["found_by"])
+
+    def _stored_by_another_run(self, key: str) -> Stored | None:
+        """Campaigns may run in parallel on one findings folder: look on disk too."""
+        info = self.folder / key / "finding.json"
+        if not info.exists():
+            return None
+        data = json.loads(info.read_text())
+        stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), info.parent,
+                        data["events"], data["found_by"])
+        self.stored[key] = stored
+        return stored
+
+    def replay_command(self, stored: Stored) -> str:
+        return f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} --stack {self.spec}"
+
+    def add_input(self, data: bytes, engine: str, source: str = "", explained: list | None = None) -> list:
+        """Triage one input; returns the Stored entries it created (findings new to the store).
+        `explained` (if given) receives whether the replay showed any violation."""
+        if data in self.seen_inputs:
+            return []
+        self.seen_inputs.add(data)
+        trace = decode(data, name="fuzz")
+        touched = []
+        found = signatures(trace, self.spec)
+        if explained is not None:
+            explained.append(bool(found))
+        for key, sig in found.items():
+            stored = self.stored.get(key) or self._stored_by_another_run(key)
+            if stored is not None:
+                if engine not in stored.found_by:
+                    stored.found_by.append(engine)
+                    self._write_info(stored, "")
+                continue
+            small = minimize(_cut(trace, sig, self.spec), self.spec, key)
+            folder = self.folder / key
+            folder.mkdir(parents=True, exist_ok=True)
+            small.header.name = f"{sig.stack} {sig.invariant}"
+            small.header.comment = (f"found by ccdiff fuzz ({engine}); minimized by delta debugging "
+                                    f"from {len(trace.events)} events")
+            (folder / "reproducer.jsonl").write_text(dump_trace(small))
+            (folder / "input.bin").write_bytes(data)
+            stored = Stored(sig, folder, len(small.events), [engine])
+            self.stored[key] = stored
+            self._write_info(stored, source)
+            touched.append(stored)
+        return touched
+
+    def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list:
+        """A crash the Python replay does not explain (no invariant broken): a sanitizer
+        report or a signal in the stack's C code.  Stored with the harness's stderr."""
+        result = subprocess.run([str(exe)], input=data, env=dict(env, CCDIFF_FUZZ_NO_ABORT="1"),
+                                capture_output=True, timeout=60)
+        text = result.stderr.decode(errors="replace")
+        match = re.search(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer): ?([\w-]*)", text)
+        if match:
+            kind = f"{match.group(1).lower()}-{match.group(2) or 'error'}"
+        elif "runtime error" in text:
+            kind = "ubsan-runtime-error"
+        elif result.returncode < 0:
+            kind = f"signal-{-result.returncode}"
+        else:
+            return []    # does not crash outside the engine: flaky or a timeout
+        sig = Signature(self.stack_label, "native-crash", kind)
+        if sig.key in self.stored:
+            return []
+        folder = self.folder / sig.key
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "input.bin").write_bytes(data)
+        (folder / "stderr.txt").write_text(text)
+        trace = decode(data, name="fuzz")
+        (folder / "reproducer.jsonl").write_text(dump_trace(trace))
+        stored = Stored(sig, folder, len(trace.events), [engine])
+        self.stored[sig.key] = stored
+        self._write_info(stored, source)
+        return [stored]
+
+    def _write_info(self, stored: Stored, source: str) -> None:
+        sig = stored.signature
+        info = {"stack": sig.stack, "spec": self.spec, "invariant": sig.invariant, "shape": sig.shape,
+                "events": stored.events, "found_by": stored.found_by,
+                "replay": self.replay_command(stored)}
+        if source:
+            info["first_input"] = source
+        path = stored.folder / "finding.json"
+        if path.exists() and not source:
+            info["first_input"] = json.loads(path.read_text()).get("first_input", "")
+        path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:
+    """The prefix up to the first event showing the signature (a finding is flagged there)."""
+    result = replay(trace, [spec])
+    for finding in result.violations:
+        if finding.invariant == sig.invariant:
+            end = min(len(trace.events), finding.event_index + 1)
+            # stuck-at-minimum and divergence are judged over a stretch: keep a margin.
+            for stop in (end, min(len(trace.events), end + 64), len(trace.events)):
+                prefix = _valid(trace, trace.events[:stop])
+                if prefix is not None and sig.key in signatures(prefix, spec):
+                    return prefix
+    return trace
+
+
+__all__ = ["Triage", "Signature", "minimize", "signatures"]

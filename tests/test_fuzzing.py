@@ -1,0 +1,293 @@
+"""`ccdiff fuzz`: harnesses, engines, triage.  Smoke campaigns of seconds; the
+abort checks feed a stored reproducer, so nothing waits for luck."""
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccdiff.encoding import decode
+from ccdiff.errors import SetupError
+from ccdiff.fuzzing.command import parse_duration
+from ccdiff.fuzzing.harness import harness, harness_env
+from ccdiff.fuzzing.triage import Triage, minimize, signatures
+from ccdiff.replay import replay
+from ccdiff.stacks import resolve
+from ccdiff.trace import Lost, PersistentCongestion, dump_trace, load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = sorted((ROOT / "fuzz" / "seeds" / "no-loss").glob("*.bin"))
+# send 1, lose it, send 1: the loss empties the pipe, the send is an "idle restart",
+# and quiche shifts the recovery start it just set by the idle time into the future.
+REPRODUCER = ROOT / "fuzz" / "reproducers" / "quiche-future-recovery-start.bin"
+# send 2, lose the first with persistent congestion, ACK the second: ngtcp2 resets its
+# CUBIC state (w_est = 0) on persistent congestion, the ACK lands in congestion
+# avoidance (cwnd == ssthresh == 2 datagrams) and sets cwnd = w_est = 600 bytes.
+NGTCP2_REPRODUCER = ROOT / "fuzz" / "reproducers" / "ngtcp2-cwnd-below-minimum.bin"
+# send 1 (app-limited), ACK it with ECN-CE, 940 waits of 32 s, send 1, ACK it: picoquic's
+# W_cubic(t) counts the 8.4 h of idle and sets cwnd to it uncapped (1.3e16 bytes).
+PICOQUIC_REPRODUCER = ROOT / "fuzz" / "reproducers" / "picoquic-numeric-error.bin"
+
+
+def picoquic_idle_input(waits: int) -> bytes:
+    ops = [(0, 0x80), (5, 0x01)] + [(1, 0xFF)] * waits + [(0, 0x00), (5, 0x00)]
+    return bytes(b for op in ops for b in op)
+QUICHE = "quiche@0.26.0"
+
+
+def run_harness(exe, data: bytes, spec: str):
+    return subprocess.run([str(exe)], input=data, env=harness_env(resolve(spec)), capture_output=True,
+                          timeout=60)
+
+
+def test_durations():
+    assert [parse_duration(t) for t in ("90", "90s", "10m", "1h", "1m30s", "2.5s")] == [90, 90, 600, 3600, 90, 2.5]
+    for bad in ("", "abc", "10x", "m"):
+        with pytest.raises(SetupError):
+            parse_duration(bad)
+
+
+def test_no_loss_seed_corpus_has_no_congestion_signal():
+    """The must-show starts from nothing: no loss, no persistent congestion, no ECN-CE."""
+    assert len(SEEDS) >= 3
+    for seed in SEEDS:
+        trace = decode(seed.read_bytes())
+        assert trace.events, seed
+        assert not [e for e in trace.events if isinstance(e, (Lost, PersistentCongestion))], seed
+        assert not [e for e in trace.events if getattr(e, "ecn_ce", False)], seed
+
+
+def test_dictionary_tokens_are_operations():
+    tokens = [line.split("=", 1)[1] for line in (ROOT / "fuzz" / "ccdiff.dict").read_text().splitlines()
+              if line and not line.startswith("#")]
+    assert len(tokens) >= 10
+    for token in tokens:
+        data = token.strip('"').encode().decode("unicode_escape").encode("latin-1")
+        assert len(data) == 2, token
+
+
+@pytest.mark.parametrize("engine", ["plain", "afl", "honggfuzz"])
+def test_quiche_harness_aborts_on_stored_reproducer(engine):
+    exe = harness(resolve(QUICHE), engine)
+    crash = run_harness(exe, REPRODUCER.read_bytes(), QUICHE)
+    assert crash.returncode == -signal.SIGABRT, crash.stderr
+    assert b"violation future-recovery-start at event 2 (t=10000 us)" in crash.stderr
+    for seed in SEEDS:
+        clean = run_harness(exe, seed.read_bytes(), QUICHE)
+        assert clean.returncode == 0, (seed, clean.stderr)
+
+
+def test_in_process_check_agrees_with_python_replay():
+    """The reproducer's violation is the one the Python replay reports, at the same event."""
+    trace = decode(REPRODUCER.read_bytes())
+    found = [(f.invariant, f.event_index) for f in replay(trace, [QUICHE]).violations]
+    assert ("future-recovery-start", 2) in found
+
+
+@pytest.mark.parametrize("stack", ["ngtcp2", "picoquic"])
+@pytest.mark.parametrize("engine,sanitize", [("plain", False), ("afl", False), ("honggfuzz", False),
+                                             ("plain", True), ("afl", True)])
+def test_c_stack_harnesses_build_and_run(stack, engine, sanitize):
+    """C adapters with each engine's instrumentation (and ASan+UBSan) run the vectors and seeds
+    clean, and ngtcp2's harnesses abort on its stored reproducer."""
+    exe = harness(resolve(stack), engine, sanitize)
+    inputs = SEEDS + sorted((ROOT / "fuzz" / "vectors").glob("*.bin")) + [REPRODUCER]
+    for path in inputs:
+        result = run_harness(exe, path.read_bytes(), stack)
+        assert result.returncode == 0, (path.name, result.stderr[-2000:])
+    expected = {"ngtcp2": (NGTCP2_REPRODUCER, b"violation cwnd-below-minimum at event 4 (t=10000 us): cwnd 600"),
+                "picoquic": (PICOQUIC_REPRODUCER, b"violation numeric-error at event 3 (t=30080020000 us)")}
+    for name, (reproducer, message) in expected.items():
+        crash = run_harness(exe, reproducer.read_bytes(), stack)
+        if name == stack:
+            assert crash.returncode == -signal.SIGABRT, crash.stderr[-2000:]
+            assert message in crash.stderr
+        else:
+            assert crash.returncode == 0, crash.stderr[-2000:]
+
+
+def test_picoquic_reproducer_is_the_stored_bytes():
+    assert PICOQUIC_REPRODUCER.read_bytes() == picoquic_idle_input(940)
+
+
+def test_picoquic_ubsan_float_cast_overflow_after_93_hours_idle():
+    """UBSan in picoquic's own code: cubic.c:296 casts W_cubic * mtu to uint64_t; once t
+    passes ~93 h the double exceeds 2**64 (undefined behaviour, C11 6.3.1.4)."""
+    exe = harness(resolve("picoquic"), "plain", sanitize=True)
+    result = run_harness(exe, picoquic_idle_input(11_000), "picoquic")
+    assert result.returncode == -signal.SIGABRT
+    assert b"cubic.c:296" in result.stderr and b"outside the range of representable values" in result.stderr
+
+
+def test_ngtcp2_reproducer_agrees_with_python_replay():
+    trace = decode(NGTCP2_REPRODUCER.read_bytes())
+    result = replay(trace, ["ngtcp2", "oracle"])
+    assert result.runs["ngtcp2"].snapshots[-1].cwnd == 600
+    assert ("ngtcp2", "cwnd-below-minimum", 4) in {(f.stack, f.invariant, f.event_index) for f in result.violations}
+    assert result.runs["oracle"].snapshots[-1].cwnd >= 2400
+
+
+def test_harness_invariant_selection():
+    """CCDIFF_FUZZ_NO_ABORT=1 reports instead of aborting (triage and tests use it);
+    CCDIFF_FUZZ_INVARIANTS selects what aborts; an unknown name is a setup error."""
+    exe = harness(resolve(QUICHE), "plain")
+    env = dict(harness_env(resolve(QUICHE)), CCDIFF_FUZZ_NO_ABORT="1")
+    result = subprocess.run([str(exe), str(REPRODUCER)], env=env, capture_output=True)
+    assert result.returncode == 1 and b"future-recovery-start" in result.stderr
+    env["CCDIFF_FUZZ_INVARIANTS"] = "cwnd-below-minimum"
+    result = subprocess.run([str(exe), str(REPRODUCER)], env=env, capture_output=True)
+    assert result.returncode == 0, result.stderr
+    env["CCDIFF_FUZZ_INVARIANTS"] = "no-such-invariant"
+    assert subprocess.run([str(exe), str(REPRODUCER)], env=env, capture_output=True).returncode == 2
+
+
+def test_minimizer_shrinks_to_a_short_reproducer():
+    data = (ROOT / "fuzz" / "vectors" / "random-512.bin").read_bytes()
+    trace = decode(data)
+    key = "future-recovery-start--sent-recovery"
+    assert key in signatures(trace, QUICHE)
+    small = minimize(trace, QUICHE, key)
+    assert key in signatures(small, QUICHE)
+    assert len(small.events) <= 4 < len(trace.events)
+    assert dump_trace(minimize(trace, QUICHE, key)) == dump_trace(small)   # deterministic
+
+
+def test_triage_stores_once_and_remembers(tmp_path):
+    data = REPRODUCER.read_bytes()
+    triage = Triage(tmp_path, QUICHE, QUICHE)
+    new = triage.add_input(data, "afl", "crash-1")
+    assert [s.signature.key for s in new] == ["future-recovery-start--sent-recovery"]
+    assert triage.add_input(data + b"\x00", "honggfuzz", "crash-2") == []    # same finding, other engine
+    info = json.loads((new[0].folder / "finding.json").read_text())
+    assert info["found_by"] == ["afl", "honggfuzz"] and info["events"] == 3
+    again = Triage(tmp_path, QUICHE, QUICHE)                                   # a later run
+    assert set(again.stored) == {"future-recovery-start--sent-recovery"}
+    reproducer = load_trace(str(new[0].folder / "reproducer.jsonl"))
+    assert [f.invariant for f in replay(reproducer, [QUICHE]).violations] == ["future-recovery-start"]
+
+
+def ccdiff(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "ccdiff", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("engine", ["afl", "honggfuzz", "hypothesis"])
+def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
+    """Seconds-long campaign from the no-loss seeds: the engine runs, triage stores the
+    death-spiral root cause with a replay command, and a second run resumes."""
+    if engine != "hypothesis":
+        harness(resolve(QUICHE), engine)   # build first: the campaign's 10 s are for fuzzing
+    result = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "10s", "--findings", str(tmp_path),
+                    "--no-queue")
+    assert result.returncode == 1, result.stderr[-3000:]
+    folder = tmp_path / QUICHE / "future-recovery-start--sent-recovery"
+    assert (folder / "reproducer.jsonl").exists(), result.stdout
+    assert f"python3 -m ccdiff replay {folder / 'reproducer.jsonl'} --stack {QUICHE}" in result.stdout
+    assert "execs/s" in result.stderr
+    again = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "2s", "--findings", str(tmp_path),
+                   "--no-queue")
+    assert again.returncode == 1, again.stderr[-3000:]
+    assert "future-recovery-start (sent-recovery)" not in again.stdout   # stored once, not new
+
+
+def test_fuzz_cli_errors_exit_2(tmp_path):
+    for args in (["--stack", "oracle", "--engine", "afl", "--time", "1s"],
+                 ["--stack", "nosuch", "--engine", "afl", "--time", "1s"],
+                 ["--stack", QUICHE, "--engine", "afl", "--time", "soon"],
+                 ["--stack", QUICHE, "--engine", "afl", "--time", "1s", "--seeds", str(tmp_path / "none")],
+                 ["--stack", QUICHE, "--engine", "afl", "--time", "1s", "--invariants", "idle-inflation"],
+                 ["--stack", QUICHE, "--engine", "afl", "--time", "1s", "--jobs", "0"]):
+        result = ccdiff("fuzz", *args, "--findings", str(tmp_path))
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr and result.stderr.startswith("error:"), result.stderr
+
+
+def test_quiche_030_idle_fix_leaves_future_recovery_start_after_a_timer_loss():
+    """Found by fuzzing: the 0.30 fix measures idle from max(last ACK, last send) but a
+    time-threshold loss starts recovery after the last ACK, so the shift still lands in
+    the future, by exactly loss time - last ACK time.  0.26.0 overshoots by the whole gap."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "timer-loss-idle-restart.jsonl"))
+    result = replay(trace, ["quiche@0.30.0", QUICHE, "oracle"])
+    snaps = {label: run.snapshots[-1] for label, run in result.runs.items()}
+    assert snaps["quiche@0.30.0"].recovery_start_us == 20_000 + (13_000 - 11_000)
+    assert snaps[QUICHE].recovery_start_us == 13_000 + (20_000 - 1_000)
+    found = {(f.stack, f.invariant) for f in result.violations}
+    assert ("quiche@0.30.0", "future-recovery-start") in found and (QUICHE, "future-recovery-start") in found
+    assert not [f for f in result.violations if f.stack == "oracle"]
+
+
+def test_ctrl_c_keeps_what_was_found(tmp_path):
+    """SIGINT once the engine has a crash: the engine stops, triage stores the finding."""
+    import time
+    harness(resolve(QUICHE), "afl")
+    proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
+                             "--time", "10m", "--findings", str(tmp_path), "--no-queue"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    crashes = tmp_path / QUICHE / ".work" / "afl" / "main" / "crashes"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(crashes.glob("id:*")):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-3000:]
+    assert "interrupted" in err
+    assert (tmp_path / QUICHE / "future-recovery-start--sent-recovery" / "reproducer.jsonl").exists(), out
+    assert not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout   # engine gone
+
+
+@pytest.mark.parametrize("script,key", [
+    ("kill -SEGV $$", "native-crash--signal-11"),
+    ("echo '==1==ERROR: AddressSanitizer: heap-buffer-overflow on address' >&2; exit 1",
+     "native-crash--addresssanitizer-heap-buffer-overflow"),
+    ("exit 0", None),
+])
+def test_crash_the_replay_does_not_explain_is_kept_with_its_report(tmp_path, script, key):
+    """A sanitizer report or a signal in a stack's own code breaks no invariant in the
+    Python replay; triage keeps it with the harness's stderr instead of dropping it."""
+    exe = tmp_path / "harness.sh"
+    exe.write_text(f"#!/bin/sh\ncat > /dev/null\n{script}\n")
+    exe.chmod(0o755)
+    triage = Triage(tmp_path / "findings", "ngtcp2", "ngtcp2")
+    data = SEEDS[0].read_bytes()
+    explained = []
+    assert triage.add_input(data, "afl", "seed", explained) == [] and explained == [False]
+    stored = triage.add_native_crash(data, "afl", exe, {}, "crash-file")
+    if key is None:
+        assert stored == []
+        return
+    assert [s.signature.key for s in stored] == [key]
+    folder = stored[0].folder
+    assert (folder / "input.bin").read_bytes() == data and (folder / "stderr.txt").exists()
+    assert triage.add_native_crash(data, "honggfuzz", exe, {}) == []      # stored once
+
+
+def test_parallel_campaigns_store_a_finding_once(tmp_path):
+    """Two runs on one findings folder (say AFL++ and honggfuzz side by side)."""
+    first, second = Triage(tmp_path, QUICHE, QUICHE), Triage(tmp_path, QUICHE, QUICHE)
+    assert len(first.add_input(REPRODUCER.read_bytes(), "afl")) == 1
+    assert second.add_input(REPRODUCER.read_bytes(), "honggfuzz") == []
+    folder = tmp_path / QUICHE / "future-recovery-start--sent-recovery"
+    assert json.loads((folder / "finding.json").read_text())["found_by"] == ["afl", "honggfuzz"]
+
+
+def test_spurious_undo_after_idle_is_not_idle_inflation():
+    """Harness defect found by fuzzing, fixed in invariants.py: a spurious-loss undo right
+    after an idle period restored quiche's pre-loss window and idle-inflation blamed W_cubic(t)."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "spurious-undo-after-idle.jsonl"))
+    result = replay(trace, ["quiche@0.30.0", QUICHE])
+    cwnds = [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots]
+    assert cwnds[-3:] == [5880, 8400, 8400]          # the undo (event 12) is what grows the window
+    assert "idle-inflation" not in {f.invariant for f in result.findings}
+
+
+def test_engine_that_cannot_start_is_a_setup_error(tmp_path, monkeypatch):
+    """An engine refusing its environment ends the run with exit 2 and its log, not a silent 0."""
+    harness(resolve(QUICHE), "afl")
+    env_bad = {"ASAN_OPTIONS": "symbolize=1"}     # afl-fuzz refuses this
+    result = subprocess.run([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
+                             "--time", "30s", "--findings", str(tmp_path)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env={**__import__("os").environ, **env_bad})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "afl exited with" in result.stderr and "ASAN_OPTIONS" in result.stderr
