@@ -249,6 +249,10 @@ def cmd_conform(args) -> int:
     console = _console()
     print_summary(console, summary)
     print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
+    if args.report and args.traces != "none":
+        from .conform import report_failures
+        for folder in report_failures(summary, args.out, stacks):
+            print(f"report: {folder}/index.html", file=sys.stderr)
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""
@@ -393,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true",
                    help="ignore DIR/cases.jsonl (by default finished cases of an interrupted run of "
                         "the same matrix are reused, and only the rest run)")
+    p.add_argument("--no-report", dest="report", action="store_false",
+                   help="skip the HTML reports of failing stacks (DIR/report/<stack>/, from the first "
+                        "failing seed of each scenario)")
     p.set_defaults(func=cmd_conform)
 
     p = sub.add_parser("sim", help="run one scenario once in the closed-loop simulator",

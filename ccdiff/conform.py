@@ -463,3 +463,33 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+# -- the report at the end of a run ---------------------------------------------
+def report_failures(summary: dict, out_dir: str, stacks: list) -> list:
+    """One HTML report per failing stack (OUT/report/<stack>/), from the first failing
+    seed of each scenario: its closed-loop trace replayed open loop, plots, finding.md,
+    qlog.  Returns the report folders written."""
+    from .matrix import run_matrix
+    from .report import build_report
+    spec_of = {}
+    for item in stacks:
+        label, spec = split_label(item)
+        spec_of[label or spec] = spec
+    first: dict = {}
+    for case in summary["cases"]:
+        if case["status"] == "fail" and case.get("trace"):
+            first.setdefault((case["stack"], case["scenario"]), case["trace"])
+    written = []
+    for label in dict.fromkeys(stack for stack, _ in first):
+        traces = [str(Path(out_dir) / trace) for (stack, _), trace in sorted(first.items()) if stack == label]
+        doc = run_matrix(traces, [spec_of.get(label, label)])
+        if not doc["findings"]:
+            continue          # failed on the deadline alone: the pass-rate table says so
+        folder = Path(out_dir) / "report" / _safe(label)
+        if folder.exists():
+            import shutil
+            shutil.rmtree(folder)
+        build_report(doc, folder)
+        written.append(folder)
+    return written

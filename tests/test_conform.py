@@ -106,3 +106,17 @@ def test_an_interrupted_run_resumes_without_losing_or_repeating_cases(tmp_path):
     third = run_conform(["oracle"], [changed], [0, 1, 2, 3], str(out), jobs=2)
     assert len(journal.read_text().splitlines()) == 8
     assert third != first
+
+
+def test_failing_stacks_get_an_html_report(tmp_path):
+    """Issue 7: conform ends with a report of each failing stack, from its failing traces."""
+    from ccdiff.conform import report_failures
+    repo = Path(__file__).resolve().parent.parent
+    scenario = load_scenario(str(repo / "scenarios" / "death-spiral.toml"))
+    stacks = ["oracle", "mutant=oracle:idle=last-send"]
+    summary = run_conform(stacks, [scenario], [0], str(tmp_path), jobs=2)
+    folders = report_failures(summary, str(tmp_path), stacks)
+    assert [f.name for f in folders] == ["mutant"]
+    index = (folders[0] / "index.html").read_text()
+    assert "future-recovery-start" in index
+    assert list(folders[0].glob("findings/*/finding.md"))
