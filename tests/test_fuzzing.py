@@ -186,6 +186,8 @@ def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
     assert (folder / "reproducer.jsonl").exists(), result.stdout
     assert f"python3 -m ccdiff replay {folder / 'reproducer.jsonl'} --stack {QUICHE}" in result.stdout
     assert "execs/s" in result.stderr
+    report = tmp_path / QUICHE / "report" / "index.html"       # issue 7: a report at the end
+    assert report.exists() and "future-recovery-start" in report.read_text()
     again = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "2s", "--findings", str(tmp_path),
                    "--no-queue")
     assert again.returncode == 1, again.stderr[-3000:]

@@ -47,6 +47,8 @@ def add_parser(sub) -> None:
                    "future-recovery-start, adapter-error)")
     p.add_argument("--no-queue", action="store_true",
                    help="triage crashes only, not every new-coverage corpus entry")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip the HTML report of the stored findings (FINDINGS/<stack>/report/)")
     p.set_defaults(func=cmd_fuzz)
 
 
@@ -160,7 +162,24 @@ def cmd_fuzz(args) -> int:
     for stored in new:
         sig = stored.signature
         print(f"  {sig.invariant} ({sig.shape}), {stored.events} events:\n    {triage.replay_command(stored)}")
+    if triage.stored and not args.no_report:
+        _report(triage)
     return 1 if triage.stored else 0
+
+
+def _report(triage) -> None:
+    """Every stored reproducer of this stack in one HTML report (docs/reports.md)."""
+    from ..matrix import run_matrix
+    from ..report import build_report
+    traces = sorted(str(s.folder / "reproducer.jsonl") for s in triage.stored.values())
+    doc = run_matrix(traces, [triage.spec])
+    if doc["findings"]:
+        folder = triage.folder / "report"
+        if folder.exists():
+            import shutil
+            shutil.rmtree(folder)
+        build_report(doc, folder)
+        print(f"report: {folder / 'index.html'}", file=sys.stderr)
 
 
 __all__ = ["add_parser", "cmd_fuzz", "parse_duration", "stack_folder_name"]
