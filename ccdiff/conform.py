@@ -200,8 +200,10 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
     labels = [t.label for t in targets]
     if len(set(labels)) != len(labels):
         raise SetupError(f"a stack is named twice: {', '.join(labels)}")
+    from .remote import remote_address
     for target in targets:   # fail early, in the parent, with the fixing command
-        if target.kind == "native" and not target.recipe.library(target.version).exists():
+        if target.kind == "native" and remote_address(target.recipe.name) is None \
+                and not target.recipe.library(target.version).exists():
             raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
                              f"ccdiff build {target.recipe.name}@{target.version}")
     cases, keys = [], []

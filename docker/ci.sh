@@ -19,6 +19,8 @@ export CCDIFF_REPORTS=$reports
 cleanup() { "${COMPOSE[@]}" down --remove-orphans >/dev/null 2>&1 || true; rm -rf "$reports"; }
 trap cleanup EXIT
 
+# Short closed-loop run for CI: its summary.json must equal the native one byte for byte.
+CONFORM_ARGS="--scenarios death-spiral,tail-loss --seeds 1 --jobs 2"
 t0=$(now)
 docker/base/make-base-images.sh
 t1=$(now)
@@ -27,7 +29,7 @@ t2=$(now)
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^ccdiff/' | sort
 
 set +e
-"${COMPOSE[@]}" run --rm conformance
+CCDIFF_CONFORM_ARGS="$CONFORM_ARGS" "${COMPOSE[@]}" run --rm conformance
 code=$?
 set -e
 t3=$(now)
@@ -36,6 +38,11 @@ python3 -m ccdiff matrix examples/*.jsonl --json "$reports/native.json" >/dev/nu
 cmp "$reports/native.json" "$reports/matrix.json" \
   || { diff <(python3 -m json.tool "$reports/native.json") <(python3 -m json.tool "$reports/matrix.json") | head -40;
        fail "the containers' matrix differs from the native run's"; }
+# shellcheck disable=SC2086
+python3 -m ccdiff conform --out "$reports/native-conform" --no-report $CONFORM_ARGS >/dev/null || [ $? -eq 1 ]
+cmp "$reports/native-conform/summary.json" "$reports/conform/summary.json" \
+  || fail "the containers' conform summary.json differs from the native run's"
+echo "compose conform summary.json == native summary.json ($CONFORM_ARGS)"
 python3 - "$reports/matrix.json" <<'PY' || fail "the compose matrix is missing expected stacks or findings"
 import json, sys
 doc = json.load(open(sys.argv[1]))
