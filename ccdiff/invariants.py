@@ -149,7 +149,6 @@ class Truth:
         # congestion event, recovery-period rules cannot tell right from wrong.
         self.undo_window = False
         self.ambiguous = False       # this event falls in that window
-        self.idle_from = None
         self.last_sent_t = None
         self.pipe_emptied_t = None   # the ACK or loss that last took bytes in flight to zero
 
@@ -174,8 +173,7 @@ class Truth:
         self.ambiguous = self.undo_window
         if kind == SENT:
             if ev.bytes_in_flight == 0 and self.last_sent_t is not None:
-                self.idle_from = max(self.last_sent_t, self.pipe_emptied_t or 0)
-                self.idle_gap = now - self.idle_from
+                self.idle_gap = now - max(self.last_sent_t, self.pipe_emptied_t or 0)
             self.last_sent_t = now
             return
         if ev.bytes_in_flight > 0 and ev.bytes_in_flight_after == 0:

@@ -76,7 +76,7 @@ class Resolved:
 
 
 class Ledger:
-    """Packets in flight, declared lost, and the shared clocks."""
+    """Packets in flight and declared lost, bytes in flight, and the RTT estimate."""
 
     def __init__(self, header: Header):
         self.max_datagram_size = header.max_datagram_size
@@ -85,9 +85,6 @@ class Ledger:
         self.in_flight: dict[int, tuple] = {}  # pn -> (pn, sent_us, bytes, app_limited)
         self.declared_lost: dict[int, tuple] = {}
         self.bytes_in_flight = 0
-        self.last_sent_t = None
-        self.last_ack_t = None
-        self.last_loss_t = None
 
     def resolve(self, ev) -> Resolved:
         kind = type(ev)
@@ -97,7 +94,6 @@ class Ledger:
             packet = (pn, t, size, app_limited)
             self.in_flight[pn] = packet
             self.bytes_in_flight = after = before + size
-            self.last_sent_t = t
             return Resolved(SENT, t, before, after, (packet,), self.rtt_values, (), 0, app_limited)
         if kind is Ack:
             acked, spurious = [], []
@@ -113,7 +109,6 @@ class Ledger:
             # RFC 9002 §5.1: a sample when the largest acknowledged is newly acknowledged.
             self.rtt.update(ev.t - largest[1], ev.ack_delay)
             self.rtt_values = self.rtt.values()
-            self.last_ack_t = ev.t
             return Resolved(ACKED, ev.t, before, after, tuple(acked), self.rtt_values,
                             tuple(spurious), ev.ack_delay, ecn_ce=ev.ecn_ce)
         if kind is Lost:
@@ -123,7 +118,6 @@ class Ledger:
                 self.declared_lost[pn] = packet
                 lost.append(packet)
             self.bytes_in_flight = after = before - sum(p[2] for p in lost)
-            self.last_loss_t = ev.t
             return Resolved(LOST, ev.t, before, after, tuple(lost), self.rtt_values)
         if kind is PersistentCongestion:
             return Resolved(PERSISTENT_CONGESTION, ev.t, before, before, (), self.rtt_values)
