@@ -166,6 +166,12 @@ def cmd_serve(args) -> int:
     from .serve import serve
     return serve(args.host, args.port, args.stack)
 
+
+def cmd_serve_reports(args) -> int:
+    from .report.server import serve_reports
+    return serve_reports(args.folder, args.host, args.port)
+
+
 def _scenario_list(names):
     from .sim.scenario import available_scenarios, load_scenario
     names = names or available_scenarios()
@@ -370,6 +376,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("serve-reports", help="serve the HTML reports under a folder over HTTP (read-only)",
+                       description="Serve FOLDER over HTTP: / lists every report under it (a folder with "
+                                   "an index.html), the rest are its files. Read-only; hidden folders "
+                                   "(fuzzer corpora) are not served. The compose `report` service runs it.")
+    p.add_argument("folder", nargs="?", default="reports", metavar="FOLDER", help="default: reports")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: any free one, printed)")
+    p.set_defaults(func=cmd_serve_reports)
 
     p = sub.add_parser("conform", help="closed-loop conformance: stacks x scenarios x seeds in the simulator",
                        description="Run every stack through every scenario (scenarios/*.toml) with N seeds "

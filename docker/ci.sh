@@ -4,7 +4,10 @@
 # image with docker-compose, run the compose `conformance` service and check
 # that its matrix JSON equals the native run's byte for byte (same verdicts,
 # same findings), and that `replay` of the death-spiral reproducer against the
-# quiche@0.26.0 container shows the violation (exit 1).  Prints the times.
+# quiche@0.26.0 container shows the violation (exit 1).  Then the fuzz profile
+# (two AFL++ workers, one findings folder: a shared corpus, each finding stored
+# once), the `report` service (curl on its loopback port), and quiche built
+# from a local checkout (replay against quiche@local-<hash>).  Prints the times.
 #   docker/ci.sh            (needs docker, docker-compose or `docker compose`, root for debootstrap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,9 +17,13 @@ now() { date +%s; }
 fail() { echo "docker/ci.sh: FAIL: $*" >&2; exit 1; }
 
 reports=$(mktemp -d /tmp/ccdiff-compose.XXXXXX)
-chmod 0777 "$reports"                  # the runner is uid 10001
-export CCDIFF_REPORTS=$reports
-cleanup() { "${COMPOSE[@]}" down --remove-orphans >/dev/null 2>&1 || true; rm -rf "$reports"; }
+findings=$(mktemp -d /tmp/ccdiff-findings.XXXXXX)
+chmod 0777 "$reports" "$findings"      # the containers run as uid 10001
+export CCDIFF_REPORTS=$reports CCDIFF_FINDINGS=$findings
+cleanup() {
+  "${COMPOSE[@]}" --profile fuzz down --remove-orphans >/dev/null 2>&1 || true
+  rm -rf "$reports" "$findings"
+}
 trap cleanup EXIT
 
 # Short closed-loop run for CI: its summary.json must equal the native one byte for byte.
@@ -25,6 +32,8 @@ t0=$(now)
 docker/base/make-base-images.sh
 t1=$(now)
 "${COMPOSE[@]}" build >"$reports/build.log" 2>&1 || { tail -40 "$reports/build.log"; fail "image build"; }
+"${COMPOSE[@]}" --profile fuzz build fuzz-afl >"$reports/build-fuzzer.log" 2>&1 \
+  || { tail -40 "$reports/build-fuzzer.log"; fail "fuzzer image build"; }
 t2=$(now)
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^ccdiff/' | sort
 
@@ -76,5 +85,59 @@ t4=$(now)
 cat "$reports/replay.txt"
 [ "$code" -eq 1 ] || fail "replay exit $code (expected 1)"
 grep -q "future-recovery-start" "$reports/replay.txt" || fail "replay does not show future-recovery-start"
+
+# The fuzz profile: two AFL++ workers (scaled replicas, `--worker auto`) on one findings
+# folder.  Both fuzz in one .work/afl, import each other's queue entries, and every
+# finding is stored once: one folder per signature.
+CCDIFF_FUZZ_TIME=${CCDIFF_CI_FUZZ_TIME:-60s} "${COMPOSE[@]}" --profile fuzz up --no-color --scale fuzz-afl=2 fuzz-afl \
+  >"$reports/fuzz.log" 2>&1 || { tail -40 "$reports/fuzz.log"; fail "fuzz profile"; }
+t5=$(now)
+ids=$("${COMPOSE[@]}" --profile fuzz ps -q fuzz-afl)
+[ "$(echo "$ids" | wc -w)" -eq 2 ] || fail "expected 2 fuzz-afl workers, got: $ids"
+for id in $ids; do
+  got=$(docker inspect -f '{{.State.ExitCode}} {{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.HostConfig.NetworkMode}} {{.Config.User}}' "$id")
+  [ "$got" = "1 true [ALL] none 10001:10001" ] || { tail -40 "$reports/fuzz.log"; fail "fuzz worker $id: $got (expected exit 1: findings)"; }
+done
+python3 docker/check-shared-fuzz.py "$findings/quiche@0.26.0" 2 || { tail -40 "$reports/fuzz.log"; fail "fuzz profile: shared corpus / findings"; }
+
+# The report service: the HTML reports on a loopback port (here the fuzzers' report).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+CCDIFF_REPORT_PORT=$port "${COMPOSE[@]}" up -d --no-color report >"$reports/report.log" 2>&1 \
+  || { cat "$reports/report.log"; fail "report service"; }
+for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/" -o "$reports/index.html" 2>/dev/null && break; sleep 0.2; done
+grep -q 'href="/findings/quiche%400.26.0/report/"' "$reports/index.html" 2>/dev/null \
+  || { cat "$reports/index.html" 2>/dev/null; "${COMPOSE[@]}" logs report | tail; fail "report index page"; }
+curl -fsS "http://127.0.0.1:$port/findings/quiche%400.26.0/report/" | grep -q future-recovery-start \
+  || fail "report service: the findings report does not show future-recovery-start"
+id=$("${COMPOSE[@]}" ps -q report)
+got=$(docker inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostIp}}{{end}}{{end}}' "$id")
+[ "$got" = "true [ALL] 127.0.0.1" ] || fail "report hardening: $got"
+echo "report service: index and findings report served on 127.0.0.1:$port only, read-only: ok"
+t6=$(now)
+
+# quiche from a local checkout: the pinned 0.26.0 crate, fetched and sha256-checked by
+# ccdiff's own fetcher, built into the quiche image (CCDIFF_QUICHE_SOURCE), replayed.
+local_src=local-src/ci-quiche
+python3 -c 'import sys; from pathlib import Path; from ccdiff.build import fetch, unpack; from ccdiff.stacks import load_recipes
+pin = load_recipes()["quiche"].versions["0.26.0"]; unpack(fetch(pin["url"], pin["sha256"]), Path(sys.argv[1]))' "$local_src"
+CCDIFF_QUICHE_SOURCE=$local_src/quiche-0.26.0 "${COMPOSE[@]}" build quiche >"$reports/build-local.log" 2>&1 \
+  || { tail -40 "$reports/build-local.log"; fail "quiche image from a local checkout"; }
+"${COMPOSE[@]}" up -d --no-deps --force-recreate quiche >/dev/null 2>&1
+local_label=$("${COMPOSE[@]}" run --rm -T ccdiff stacks --json \
+  | python3 -c 'import json, sys; print(*{r["version"] for r in json.load(sys.stdin) if r["version"].startswith("local-")})')
+[ -n "$local_label" ] || fail "the local-checkout quiche image serves no local-<hash> version"
+set +e
+"${COMPOSE[@]}" run --rm replay examples/death-spiral.jsonl --stack "quiche@$local_label" >"$reports/replay-local.txt" 2>&1
+code=$?
+set -e
+t7=$(now)
+cat "$reports/replay-local.txt"
+[ "$code" -eq 1 ] || fail "replay against quiche@$local_label exit $code (expected 1)"
+grep -q "future-recovery-start" "$reports/replay-local.txt" || fail "local-checkout replay does not show future-recovery-start"
+# Leave the pinned quiche image behind (cached layers: seconds).
+"${COMPOSE[@]}" build quiche >"$reports/build.log" 2>&1 || { tail -40 "$reports/build.log"; fail "quiche image rebuild"; }
+t8=$(now)
 echo "docker/ci.sh: ok; base images $((t1 - t0)) s, image build $((t2 - t1)) s," \
-     "conformance run $((t3 - t2)) s, replay $((t4 - t3)) s, total $((t4 - t0)) s"
+     "conformance run $((t3 - t2)) s, replay $((t4 - t3)) s, fuzz profile $((t5 - t4)) s," \
+     "report service $((t6 - t5)) s, local-checkout build + replay $((t7 - t6)) s," \
+     "pinned quiche image again $((t8 - t7)) s, total $((t8 - t0)) s"

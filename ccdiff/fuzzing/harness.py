@@ -50,12 +50,21 @@ def _run(cmd: list, env: dict, log: Path, what: str) -> None:
 
 @contextmanager
 def _locked():
-    """One build at a time across processes (pytest -n, parallel campaigns)."""
+    """One build at a time across processes (pytest -n, parallel campaigns).  The lock
+    file is opened read-only when it exists (flock needs no write access), so the
+    fuzzer image's pre-built harnesses work on its read-only root file system."""
     folder = fuzz_build_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    path = folder / ".lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def _source(target: Target) -> Path:
@@ -120,8 +129,13 @@ def harness(target: Target, engine: str, sanitize: bool = False) -> Path:
     """The harness executable for one stack and engine (built if missing)."""
     if engine not in ENGINES:
         raise SetupError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-    with _locked():
-        return _harness(target, engine, sanitize)
+    try:
+        with _locked():
+            return _harness(target, engine, sanitize)
+    except OSError as exc:      # a read-only build folder: the harness was not pre-built
+        raise SetupError(f"the {engine} harness for {target.label} is not built and cannot be built "
+                         f"in {fuzz_build_dir()} ({exc.strerror}); the fuzzer image pre-builds the "
+                         "stacks named in its FUZZ_TARGETS build argument (docs/containers.md)") from None
 
 
 def _harness(target: Target, engine: str, sanitize: bool) -> Path:
