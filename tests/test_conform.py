@@ -108,6 +108,40 @@ def test_an_interrupted_run_resumes_without_losing_or_repeating_cases(tmp_path):
     assert third != first
 
 
+def test_a_killed_run_resumes_to_the_same_summary(tmp_path):
+    """A real SIGKILL of `ccdiff conform` mid-run: its workers do not outlive it, every case
+    it finished is kept, and the next run completes the matrix to the byte-identical
+    summary.json of an uninterrupted run, running only the missing cases."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    repo = Path(__file__).resolve().parent.parent
+    args = [sys.executable, "-m", "ccdiff", "conform", "--stacks", "oracle", "--scenarios", "death-spiral",
+            "--seeds", "10", "--jobs", "2", "--no-report", "--out"]
+    whole = subprocess.run(args + [str(tmp_path / "whole")], cwd=repo, capture_output=True, timeout=600)
+    assert whole.returncode in (0, 1), whole.stderr[-2000:]
+    out = tmp_path / "killed"
+    journal = out / "cases.jsonl"
+    proc = subprocess.Popen(args + [str(out)], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not journal.exists() or len(journal.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = len(journal.read_text().splitlines())
+    assert 3 <= kept < 20 and not (out / "summary.json").exists()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.2)
+    assert workers and not any(Path(f"/proc/{pid}").exists() for pid in workers), "workers outlived the run"
+    again = subprocess.run(args + [str(out)], cwd=repo, capture_output=True, timeout=600)
+    assert again.returncode == whole.returncode, again.stderr[-2000:]
+    assert (out / "summary.json").read_bytes() == (tmp_path / "whole" / "summary.json").read_bytes()
+    assert len(journal.read_text().splitlines()) == 20        # the kept cases were not run again
+
+
 def test_failing_stacks_get_an_html_report(tmp_path):
     """Issue 7: conform ends with a report of each failing stack, from its failing traces."""
     from ccdiff.conform import report_failures
