@@ -81,6 +81,11 @@ def test_a_crashing_stack_costs_only_its_cases(tmp_path, monkeypatch):
     assert by_stack[crashy]["errors"] == 3
     crash = [c for c in summary["cases"] if c["stack"] == crashy]
     assert all(c["reasons"][0].startswith("crash: worker died") for c in crash)
+    scenario_file = repo / "scenarios" / "tail-loss.toml"    # not in CCDIFF_HOME's catalog: by path
+    assert [c["replay"] for c in crash] == [f"ccdiff sim {scenario_file} --stack {crashy} --seed {seed}"
+                                            for seed in (0, 1, 2)]
+    assert "replay" not in by_stack["oracle"] and all("replay" not in c for c in summary["cases"]
+                                                       if c["stack"] == "oracle")
     from ccdiff.conform import exit_code
     assert exit_code(summary) == 2
 
