@@ -90,6 +90,30 @@ def test_a_crashing_stack_costs_only_its_cases(tmp_path, monkeypatch):
     assert exit_code(summary) == 2
 
 
+def test_a_hanging_stack_is_cut_off_and_the_run_goes_on(tmp_path, monkeypatch):
+    """`ccdiff conform --timeout`: a stack that never answers costs its cases (errors with the
+    command that reruns them), not the night."""
+    import subprocess
+    import sys
+    from .fault_adapters import install_faulty_stack
+    repo = Path(__file__).resolve().parent.parent
+    home = tmp_path / "home"
+    install_faulty_stack(home)
+    env = dict(__import__("os").environ, CCDIFF_HOME=str(home), CCDIFF_BUILD_DIR=str(home / "build"))
+    hung = "faulty:fault=hang"
+    result = subprocess.run([sys.executable, "-m", "ccdiff", "conform", "--stacks", f"oracle,{hung}",
+                             "--scenarios", str(repo / "scenarios" / "tail-loss.toml"), "--seeds", "2",
+                             "--timeout", "3", "--no-report", "--out", str(tmp_path / "out")],
+                            cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    by_stack = {c["stack"]: c for c in summary["cells"]}
+    assert by_stack["oracle"]["passed"] == 2 and by_stack[hung]["errors"] == 2
+    assert all(c["reasons"] == ["timeout: case took longer than 3.0 s"] for c in summary["cases"]
+               if c["stack"] == hung)
+    assert "replay: ccdiff sim" in result.stdout and hung in result.stdout
+
+
 def test_an_interrupted_run_resumes_without_losing_or_repeating_cases(tmp_path):
     """Crash safety: cases.jsonl keeps every finished case; a second run reuses them (a
     killed run is simulated by truncating the journal mid-line) and gives the same summary."""
