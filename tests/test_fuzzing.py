@@ -364,6 +364,21 @@ def test_workers_share_one_corpus_and_store_each_finding_once(tmp_path):
     assert not list((stack / ".staging").iterdir())
 
 
+def test_a_worker_triages_the_crashes_of_workers_that_died(tmp_path):
+    """A replica killed before its triage leaves crash files under its own instance name;
+    the next worker, whatever its name, picks them up (stored once by triage)."""
+    from ccdiff.fuzzing.engines import Afl
+    dead = tmp_path / "afl" / "3f2a9c0d1e7b"
+    for folder in ("queue", "crashes", "crashes.2026-11-23-12:00:00"):
+        (dead / folder).mkdir(parents=True)
+    (dead / "crashes" / "id:000000,sig:06").write_bytes(b"x")
+    (dead / "crashes.2026-11-23-12:00:00" / "id:000000,sig:06").write_bytes(b"y")
+    (dead / "queue" / "id:000000,orig:seed").write_bytes(b"z")
+    campaign = Afl(resolve(QUICHE), tmp_path, SEEDS[0].parent, None, worker="b")
+    assert [f.read_bytes() for f in campaign.crash_files()] == [b"x", b"y"]
+    assert campaign.queue_files() == []                  # corpus entries: its own (synced) only
+
+
 def test_worker_names_are_checked():
     from ccdiff.fuzzing.command import worker_name
     assert worker_name("fuzz-afl_2") == "fuzz-afl_2" and worker_name("a/b c") == "a-b-c"

@@ -9,8 +9,9 @@ no fuzzer behind to hold the corpus lock the next run needs.
 
 Workers: several campaigns (processes or containers, `--worker NAME`) may share
 one `.work/` folder.  AFL++ instances of a worker are all secondaries named
-after it (AFL++ elects one of them to act as main and they sync corpora);
-honggfuzz workers share the corpus folder and the crash folder.
+after it (AFL++ elects one of them to act as main and they sync corpora), and
+every worker triages every instance's crashes; honggfuzz workers share the
+corpus folder and the crash folder.
 """
 from __future__ import annotations
 
@@ -110,13 +111,15 @@ class Afl(Campaign):
             with open(self.logs[-1], "ab") as log:
                 self.procs.append(_popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
 
-    def _instances(self) -> list:
-        """This run's instance folders (a worker triages what its own instances find)."""
+    def _instances(self, everyone: bool = False) -> list:
+        """This run's instance folders, or every instance's that ever ran on this folder."""
+        if everyone:
+            return sorted(p for p in (self.work / "afl").glob("*") if (p / "queue").is_dir())
         names = [name for _, name in self._roles()]
         return [p for p in (self.work / "afl" / name for name in names) if (p / "queue").is_dir()]
 
     def stats(self) -> dict:
-        """Summed over instances.  plot_data (rewritten every 5 s) is fresher than
+        """Summed over this run's instances.  plot_data (rewritten every 5 s) is fresher than
         fuzzer_stats (every minute); its columns are named in its header line."""
         execs, paths, cover, crashes = 0.0, 0, 0.0, 0
         for inst in self._instances():
@@ -125,13 +128,14 @@ class Afl(Campaign):
             execs += speed if math.isfinite(speed) else 0.0
             cover = max(cover, float(str(row.get("map_size", "0%")).rstrip("%") or 0))
             paths += len(list((inst / "queue").glob("id:*")))
-            crashes += len(list((inst / "crashes").glob("id:*")))   # this run's
+            crashes += len(list((inst / "crashes").glob("id:*")))
         return {"execs_per_sec": execs, "coverage": f"{cover:.2f}% map", "corpus": paths, "crashes": crashes}
 
     def crash_files(self) -> list:
-        """crashes/ and the crashes.<date>/ folders a resumed AFL++ moves earlier ones into
-        (a run killed before it triaged them must not lose them)."""
-        return sorted(f for inst in self._instances() for f in inst.glob("crashes*/id:*"))
+        """Every instance's, this run's or not (a killed worker's crashes are triaged by the
+        next worker on the folder, whatever its name), in crashes/ and in the crashes.<date>/
+        folders a resumed AFL++ moves earlier ones into.  Triage stores each finding once."""
+        return sorted(f for inst in self._instances(everyone=True) for f in inst.glob("crashes*/id:*"))
 
     def queue_files(self) -> list:
         return sorted(f for inst in self._instances() for f in (inst / "queue").glob("id:*"))
