@@ -236,7 +236,7 @@ def cmd_conform(args) -> int:
             failed[0] += doc["status"] != "pass"
             bar.update(task, advance=1, bad=f"{failed[0]} not passing" if failed[0] else "")
         try:
-            summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout,
+            summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout or None,
                                   progress, fresh=args.fresh)
         except KeyboardInterrupt:
             print(f"interrupted: finished cases are kept in {args.out}/cases.jsonl; run the same "
@@ -402,7 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=0, metavar="N", help="worker processes (default: cores)")
     p.add_argument("--traces", choices=["failing", "all", "none"], default="failing",
                    help="which runs keep a replayable trace under DIR/traces (default failing)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-case time limit")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="per-case time limit: a case still running after S seconds (a hung stack) is "
+                        "killed and reported as an error, and the run goes on (default 300; the slowest "
+                        "catalog case takes a few seconds; 0: no limit)")
     p.add_argument("--baseline", metavar="FILE",
                    help="an earlier summary.json: exit 1 only on regressions (a seed that passed there "
                         "fails now, or a pass-rate drop beyond --tolerance), 0 otherwise, 2 on errors")

@@ -20,6 +20,7 @@ import json
 import multiprocessing
 import os
 import re
+import shlex
 import statistics
 import time
 import traceback
@@ -229,6 +230,8 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
     def on_result(index, doc):
         scenario, label, seed = keys[index]
         doc.update(scenario=scenario, stack=label, seed=seed)
+        if doc["status"] == "error":   # a crash, hang or exception: the one command that redoes it
+            doc["replay"] = replay_command(cases[index][1], split_label(cases[index][2])[1], seed)
         results[index] = doc
         if journal and doc["status"] != "error":
             journal.add(prints[index], doc)
@@ -241,6 +244,16 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
         if journal:
             journal.close()
     return summarize(labels, [s.name for s in scenarios], seeds, results)
+
+
+def replay_command(scenario, spec: str, seed: int) -> str:
+    """`ccdiff sim` of one case: the simulator is deterministic, so this reruns it exactly,
+    crash or hang included (under a debugger, if need be)."""
+    from .sim.scenario import scenarios_dir
+    catalog = scenarios_dir() / f"{scenario.name}.toml"
+    where = scenario.name if scenario.source and Path(scenario.source).resolve() == catalog.resolve() \
+        else scenario.source
+    return f"ccdiff sim {shlex.quote(where)} --stack {shlex.quote(spec)} --seed {seed}"
 
 
 class Journal:
@@ -449,6 +462,13 @@ def print_summary(console, summary: dict) -> None:
                        med(m["recovery_transitions"]) + fail_part("recovery_transitions"),
                        _top_reasons(c["failure_reasons"]))
     console.print(detail)
+    shown = set()
+    for case in summary["cases"]:                   # the first error of each stack x scenario
+        cell = (case["stack"], case["scenario"])
+        if case["status"] == "error" and case.get("replay") and cell not in shown:
+            shown.add(cell)
+            console.print(f"[bold red]error[/] {case['stack']} {case['scenario']} seed {case['seed']}: "
+                          f"{case['reasons'][0]}\n    replay: {case['replay']}", markup=True, highlight=False)
     t = summary["totals"]
     console.print(f"{t['runs']} runs: [green]{t['passed']} passed[/], [red]{t['failed']} failed[/], "
                   f"{t['errors']} errors")

@@ -81,8 +81,37 @@ def test_a_crashing_stack_costs_only_its_cases(tmp_path, monkeypatch):
     assert by_stack[crashy]["errors"] == 3
     crash = [c for c in summary["cases"] if c["stack"] == crashy]
     assert all(c["reasons"][0].startswith("crash: worker died") for c in crash)
+    scenario_file = repo / "scenarios" / "tail-loss.toml"    # not in CCDIFF_HOME's catalog: by path
+    assert [c["replay"] for c in crash] == [f"ccdiff sim {scenario_file} --stack {crashy} --seed {seed}"
+                                            for seed in (0, 1, 2)]
+    assert "replay" not in by_stack["oracle"] and all("replay" not in c for c in summary["cases"]
+                                                       if c["stack"] == "oracle")
     from ccdiff.conform import exit_code
     assert exit_code(summary) == 2
+
+
+def test_a_hanging_stack_is_cut_off_and_the_run_goes_on(tmp_path, monkeypatch):
+    """`ccdiff conform --timeout`: a stack that never answers costs its cases (errors with the
+    command that reruns them), not the night."""
+    import subprocess
+    import sys
+    from .fault_adapters import install_faulty_stack
+    repo = Path(__file__).resolve().parent.parent
+    home = tmp_path / "home"
+    install_faulty_stack(home)
+    env = dict(__import__("os").environ, CCDIFF_HOME=str(home), CCDIFF_BUILD_DIR=str(home / "build"))
+    hung = "faulty:fault=hang"
+    result = subprocess.run([sys.executable, "-m", "ccdiff", "conform", "--stacks", f"oracle,{hung}",
+                             "--scenarios", str(repo / "scenarios" / "tail-loss.toml"), "--seeds", "2",
+                             "--timeout", "3", "--no-report", "--out", str(tmp_path / "out")],
+                            cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    by_stack = {c["stack"]: c for c in summary["cells"]}
+    assert by_stack["oracle"]["passed"] == 2 and by_stack[hung]["errors"] == 2
+    assert all(c["reasons"] == ["timeout: case took longer than 3.0 s"] for c in summary["cases"]
+               if c["stack"] == hung)
+    assert "replay: ccdiff sim" in result.stdout and hung in result.stdout
 
 
 def test_an_interrupted_run_resumes_without_losing_or_repeating_cases(tmp_path):
@@ -106,6 +135,40 @@ def test_an_interrupted_run_resumes_without_losing_or_repeating_cases(tmp_path):
     third = run_conform(["oracle"], [changed], [0, 1, 2, 3], str(out), jobs=2)
     assert len(journal.read_text().splitlines()) == 8
     assert third != first
+
+
+def test_a_killed_run_resumes_to_the_same_summary(tmp_path):
+    """A real SIGKILL of `ccdiff conform` mid-run: its workers do not outlive it, every case
+    it finished is kept, and the next run completes the matrix to the byte-identical
+    summary.json of an uninterrupted run, running only the missing cases."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    repo = Path(__file__).resolve().parent.parent
+    args = [sys.executable, "-m", "ccdiff", "conform", "--stacks", "oracle", "--scenarios", "death-spiral",
+            "--seeds", "10", "--jobs", "2", "--no-report", "--out"]
+    whole = subprocess.run(args + [str(tmp_path / "whole")], cwd=repo, capture_output=True, timeout=600)
+    assert whole.returncode in (0, 1), whole.stderr[-2000:]
+    out = tmp_path / "killed"
+    journal = out / "cases.jsonl"
+    proc = subprocess.Popen(args + [str(out)], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not journal.exists() or len(journal.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = len(journal.read_text().splitlines())
+    assert 3 <= kept < 20 and not (out / "summary.json").exists()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.2)
+    assert workers and not any(Path(f"/proc/{pid}").exists() for pid in workers), "workers outlived the run"
+    again = subprocess.run(args + [str(out)], cwd=repo, capture_output=True, timeout=600)
+    assert again.returncode == whole.returncode, again.stderr[-2000:]
+    assert (out / "summary.json").read_bytes() == (tmp_path / "whole" / "summary.json").read_bytes()
+    assert len(journal.read_text().splitlines()) == 20        # the kept cases were not run again
 
 
 def test_failing_stacks_get_an_html_report(tmp_path):

@@ -1,6 +1,7 @@
 """`ccdiff fuzz`: harnesses, engines, triage.  Smoke campaigns of seconds; the
 abort checks feed a stored reproducer, so nothing waits for luck."""
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -272,6 +273,119 @@ def test_parallel_campaigns_store_a_finding_once(tmp_path):
     assert second.add_input(REPRODUCER.read_bytes(), "honggfuzz") == []
     folder = tmp_path / QUICHE / "future-recovery-start--sent-recovery"
     assert json.loads((folder / "finding.json").read_text())["found_by"] == ["afl", "honggfuzz"]
+
+
+def test_two_workers_racing_on_one_signature_store_it_once(tmp_path):
+    """Both workers minimized the same finding before either published it: rename(2)
+    lets exactly one in; the other adds its engine to the stored entry and leaves no trace."""
+    first, second = Triage(tmp_path, QUICHE, QUICHE), Triage(tmp_path, QUICHE, QUICHE)
+    [mine] = first.add_input(REPRODUCER.read_bytes(), "afl")
+    files = {"reproducer.jsonl": b"{}\n", "input.bin": b"other worker's input"}
+    assert second._publish(mine.signature, files, 99, "honggfuzz", "its-crash-file") is None
+    folder = tmp_path / QUICHE / mine.signature.key
+    info = json.loads((folder / "finding.json").read_text())
+    assert info["found_by"] == ["afl", "honggfuzz"] and info["events"] == mine.events == 3
+    assert (folder / "input.bin").read_bytes() == REPRODUCER.read_bytes()      # the winner's files
+    assert not list((tmp_path / QUICHE / ".staging").iterdir())
+    assert [p.name for p in (tmp_path / QUICHE).iterdir() if not p.name.startswith(".")] == [mine.signature.key]
+
+
+def test_leftovers_of_a_killed_triage_are_not_findings(tmp_path):
+    """A run killed while publishing leaves a staging folder; it is neither loaded as a
+    finding nor in the way of storing that finding again."""
+    half = tmp_path / QUICHE / ".staging" / "future-recovery-start--sent-recovery.abc123"
+    half.mkdir(parents=True)
+    (half / "finding.json").write_text('{"stack": "quiche@0.2')
+    triage = Triage(tmp_path, QUICHE, QUICHE)
+    assert triage.stored == {}
+    assert [s.signature.key for s in triage.add_input(REPRODUCER.read_bytes(), "afl")] == \
+        ["future-recovery-start--sent-recovery"]
+
+
+def _fuzz_processes(marker) -> list:
+    """pids of processes whose command line names `marker` (our findings folder)."""
+    found = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout
+    return found.split()
+
+
+def test_killed_run_loses_nothing_and_leaves_no_engine_behind(tmp_path):
+    """SIGKILL (no chance to clean up) once AFL++ has a crash: the engine dies with ccdiff
+    (parent-death signal), and the next run resumes the corpus and stores the finding
+    from the crash file the killed run left, although it cannot crash on it itself."""
+    import time
+    harness(resolve(QUICHE), "afl")
+    proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
+                             "--time", "10m", "--findings", str(tmp_path), "--no-queue", "--no-report"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stack = tmp_path / QUICHE
+    instance = stack / ".work" / "afl" / "main"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list((instance / "crashes").glob("id:*")):
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _fuzz_processes(tmp_path):
+        time.sleep(0.2)
+    assert not _fuzz_processes(tmp_path), "afl-fuzz outlived the killed ccdiff"
+    finding = stack / "future-recovery-start--sent-recovery"
+    shutil.rmtree(finding, ignore_errors=True)          # as if killed before its first triage
+    queue = {p.read_bytes() for p in (instance / "queue").glob("id:*")}
+    assert list((instance / "crashes").glob("id:*")) and queue
+    # Only cwnd-below-minimum aborts now: the finding can only come from the killed run's crash.
+    again = ccdiff("fuzz", "--stack", QUICHE, "--engine", "afl", "--time", "3s", "--findings", str(tmp_path),
+                   "--no-queue", "--no-report", "--invariants", "cwnd-below-minimum")
+    assert again.returncode == 1, again.stderr[-3000:]
+    assert (finding / "reproducer.jsonl").exists(), again.stdout
+    assert queue <= {p.read_bytes() for p in (instance / "queue").glob("id:*")}   # resumed, not restarted
+
+
+def test_workers_share_one_corpus_and_store_each_finding_once(tmp_path):
+    """Two `--worker` campaigns at once on one findings folder (as compose's fuzz replicas
+    run): one AFL++ instance each under one .work/afl, entries of one imported by the other
+    (AFL++ elects one secondary as main, which imports from the rest), and one stored folder
+    per signature."""
+    harness(resolve(QUICHE), "afl")
+    procs = [subprocess.Popen([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
+                               "--findings", str(tmp_path), "--no-queue", "--no-report", "--time", "8s",
+                               "--worker", name],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("a", "b")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 1, err[-3000:]
+    stack, afl = tmp_path / QUICHE, tmp_path / QUICHE / ".work" / "afl"
+    assert sorted(p.name for p in afl.iterdir() if p.is_dir()) == ["a", "b"]
+    imported = [p.name for p in afl.glob("a/queue/id:*,sync:b,*")] + \
+               [p.name for p in afl.glob("b/queue/id:*,sync:a,*")]
+    assert imported, "neither worker imported the other's corpus entries"
+    stored = sorted(p.parent.name for p in stack.glob("[!.]*/finding.json"))
+    assert len(stored) == len(set(stored)) and "future-recovery-start--sent-recovery" in stored
+    assert not list((stack / ".staging").iterdir())
+
+
+def test_a_worker_triages_the_crashes_of_workers_that_died(tmp_path):
+    """A replica killed before its triage leaves crash files under its own instance name;
+    the next worker, whatever its name, picks them up (stored once by triage)."""
+    from ccdiff.fuzzing.engines import Afl
+    dead = tmp_path / "afl" / "3f2a9c0d1e7b"
+    for folder in ("queue", "crashes", "crashes.2026-11-23-12:00:00"):
+        (dead / folder).mkdir(parents=True)
+    (dead / "crashes" / "id:000000,sig:06").write_bytes(b"x")
+    (dead / "crashes.2026-11-23-12:00:00" / "id:000000,sig:06").write_bytes(b"y")
+    (dead / "queue" / "id:000000,orig:seed").write_bytes(b"z")
+    campaign = Afl(resolve(QUICHE), tmp_path, SEEDS[0].parent, None, worker="b")
+    assert [f.read_bytes() for f in campaign.crash_files()] == [b"x", b"y"]
+    assert campaign.queue_files() == []                  # corpus entries: its own (synced) only
+
+
+def test_worker_names_are_checked():
+    from ccdiff.fuzzing.command import worker_name
+    assert worker_name("fuzz-afl_2") == "fuzz-afl_2" and worker_name("a/b c") == "a-b-c"
+    assert len(worker_name("x" * 40)) == 20 and worker_name("auto")
+    for bad in ("main", "s1", "", "///"):
+        with pytest.raises(SetupError):
+            worker_name(bad)
 
 
 def test_spurious_undo_after_idle_is_not_idle_inflation():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,17 @@ def parse_duration(text: str) -> float:
     return int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
 
 
+def worker_name(text: str) -> str:
+    """--worker NAME ("auto": the host name, unique per container replica) -> an engine
+    instance name.  `main` and `s<N>` are the instance names of a run without --worker."""
+    name = socket.gethostname() if text == "auto" else text
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", name)[:20].strip("-")   # AFL++: sync ids <= 24 chars
+    if not name or re.fullmatch(r"main|s\d+", name):
+        raise SetupError(f"--worker {text!r}: expected a name of letters, digits, '-' or '_' "
+                         "(not 'main' or 's<N>', which a run without --worker uses), or 'auto'")
+    return name
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("fuzz", help="coverage-guided fuzzing of a stack's controller, with triage",
                        description="Fuzz a stack's controller with AFL++, honggfuzz (in-process harnesses, "
@@ -39,6 +51,10 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="parallel fuzzers: AFL++ -M/-S instances, honggfuzz threads (default 1; "
                    "hypothesis runs one)")
+    p.add_argument("--worker", default="", metavar="NAME",
+                   help="run as one of several workers (processes or containers) sharing one findings "
+                   "folder: corpora are shared, each finding is stored once. NAME is unique per worker; "
+                   "'auto' takes the host name (a container's is unique per replica)")
     p.add_argument("--findings", default="findings", metavar="DIR", help="findings folder (default findings/)")
     p.add_argument("--seeds", default=None, metavar="DIR", help=f"seed corpus (default {DEFAULT_SEEDS})")
     p.add_argument("--sanitize", action="store_true", help="ASan+UBSan builds (C stacks)")
@@ -95,6 +111,7 @@ def cmd_fuzz(args) -> int:
     seconds = parse_duration(args.time)
     if args.jobs < 1:
         raise SetupError("--jobs must be at least 1")
+    worker = worker_name(args.worker) if args.worker else ""
     unknown = [name for name in args.invariants.split(",") if name and name not in IN_PROCESS]
     if unknown:
         raise SetupError(f"--invariants: {', '.join(unknown)} cannot be checked in-process; "
@@ -128,7 +145,7 @@ def cmd_fuzz(args) -> int:
     else:
         from .engines import ENGINES
         campaign = ENGINES[args.engine](target, work, seeds, dictionary if dictionary.exists() else None,
-                                        args.jobs, args.sanitize, args.invariants)
+                                        args.jobs, args.sanitize, args.invariants, worker)
         done: set = set()
         stats, interrupted = {}, False
         try:

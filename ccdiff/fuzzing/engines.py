@@ -3,10 +3,19 @@
 Both keep their corpus under the findings folder, so a second run resumes
 from it (AFL_AUTORESUME; honggfuzz reuses its input folder as its corpus),
 and both write a crash file the moment they see one, so stopping at any time
-(Ctrl-C included) keeps everything found so far.
+(Ctrl-C included) keeps everything found so far.  Engines get SIGINT when
+ccdiff dies, even by SIGKILL (Linux's parent-death signal): a killed run leaves
+no fuzzer behind to hold the corpus lock the next run needs.
+
+Workers: several campaigns (processes or containers, `--worker NAME`) may share
+one `.work/` folder.  AFL++ instances of a worker are all secondaries named
+after it (AFL++ elects one of them to act as main and they sync corpora), and
+every worker triages every instance's crashes; honggfuzz workers share the
+corpus folder and the crash folder.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import re
@@ -20,6 +29,16 @@ from .harness import harness, harness_env
 from .toolchain import honggfuzz_home, program
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
+PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
+
+
+def _die_with_parent() -> None:
+    """In the engine's process before exec: SIGINT (save and exit) when ccdiff dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+
+
+def _popen(cmd: list, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, **kwargs)
 
 
 class Campaign:
@@ -28,14 +47,15 @@ class Campaign:
     name = ""
 
     def __init__(self, target, work: Path, seeds: Path, dictionary: Path | None, jobs: int = 1,
-                 sanitize: bool = False, invariants: str = ""):
+                 sanitize: bool = False, invariants: str = "", worker: str = ""):
         self.target, self.work, self.seeds, self.dictionary = target, work, seeds, dictionary
-        self.jobs, self.sanitize = max(1, jobs), sanitize
+        self.jobs, self.sanitize, self.worker = max(1, jobs), sanitize, worker
         self.env = harness_env(target, engine=True)
         self.direct_env = harness_env(target)   # for re-running a crash outside the engine
         if invariants:
             self.env["CCDIFF_FUZZ_INVARIANTS"] = invariants
         self.procs: list = []
+        self.logs: list = []          # one per engine process, in start order
         self.exe = harness(target, self.name, sanitize)
 
     def stop(self) -> None:
@@ -57,35 +77,49 @@ class Campaign:
         codes = [proc.poll() for proc in self.procs]
         if any(code is None for code in codes) or all(code == 0 for code in codes):
             return None
-        logs = sorted(self.work.glob(f"{self.name}/*.log"))
-        tail = logs[0].read_text(errors="replace")[-1500:] if logs else ""
+        tail = self.logs[0].read_text(errors="replace")[-1500:] if self.logs else ""
         tail = ANSI.sub("", tail)
-        return f"{self.name} exited with {codes}; log: {', '.join(map(str, logs))}\n{tail}"
+        return f"{self.name} exited with {codes}; log: {', '.join(map(str, self.logs))}\n{tail}"
 
 
 class Afl(Campaign):
     name = "afl"
+
+    def _roles(self) -> list:
+        """(flag, instance name) per job.  Alone: one main and its secondaries.  As a
+        worker: secondaries only, named after the worker, so workers never collide."""
+        if self.worker:
+            return [("-S", self.worker if job == 0 else f"{self.worker}-{job}") for job in range(self.jobs)]
+        return [("-M", "main") if job == 0 else ("-S", f"s{job}") for job in range(self.jobs)]
 
     def start(self) -> None:
         out = self.work / "afl"
         out.mkdir(parents=True, exist_ok=True)
         env = dict(self.env, AFL_AUTORESUME="1", AFL_NO_UI="1", AFL_SKIP_CPUFREQ="1", AFL_NO_AFFINITY="1",
                    AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES="1")
-        for job in range(self.jobs):
-            role = ["-M", "main"] if job == 0 else ["-S", f"s{job}"]
-            cmd = [program("afl-fuzz"), "-i", str(self.seeds), "-o", str(out), *role]
+        if self.worker:
+            # AFL++ syncs every 30 min by default: workers of a 10-minute campaign would never
+            # share.  Import the others' entries at start (a resumed worker) and every minute.
+            env.setdefault("AFL_IMPORT_FIRST", "1")
+            env.setdefault("AFL_SYNC_TIME", "1")
+        for flag, name in self._roles():
+            cmd = [program("afl-fuzz"), "-i", str(self.seeds), "-o", str(out), flag, name]
             if self.dictionary:
                 cmd += ["-x", str(self.dictionary)]
             cmd += ["--", str(self.exe)]
-            log = open(out / f"afl-{job}.log", "ab")
-            self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL))
+            self.logs.append(out / f"{name}.log")
+            with open(self.logs[-1], "ab") as log:
+                self.procs.append(_popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
 
-    def _instances(self) -> list:
-        return sorted(p for p in (self.work / "afl").glob("*") if (p / "queue").is_dir())
+    def _instances(self, everyone: bool = False) -> list:
+        """This run's instance folders, or every instance's that ever ran on this folder."""
+        if everyone:
+            return sorted(p for p in (self.work / "afl").glob("*") if (p / "queue").is_dir())
+        names = [name for _, name in self._roles()]
+        return [p for p in (self.work / "afl" / name for name in names) if (p / "queue").is_dir()]
 
     def stats(self) -> dict:
-        """Summed over instances.  plot_data (rewritten every 5 s) is fresher than
+        """Summed over this run's instances.  plot_data (rewritten every 5 s) is fresher than
         fuzzer_stats (every minute); its columns are named in its header line."""
         execs, paths, cover, crashes = 0.0, 0, 0.0, 0
         for inst in self._instances():
@@ -98,7 +132,10 @@ class Afl(Campaign):
         return {"execs_per_sec": execs, "coverage": f"{cover:.2f}% map", "corpus": paths, "crashes": crashes}
 
     def crash_files(self) -> list:
-        return sorted(f for inst in self._instances() for f in (inst / "crashes").glob("id:*"))
+        """Every instance's, this run's or not (a killed worker's crashes are triaged by the
+        next worker on the folder, whatever its name), in crashes/ and in the crashes.<date>/
+        folders a resumed AFL++ moves earlier ones into.  Triage stores each finding once."""
+        return sorted(f for inst in self._instances(everyone=True) for f in inst.glob("crashes*/id:*"))
 
     def queue_files(self) -> list:
         return sorted(f for inst in self._instances() for f in (inst / "queue").glob("id:*"))
@@ -135,11 +172,12 @@ class Honggfuzz(Campaign):
             cmd += ["-w", str(self.dictionary)]
         cmd += ["--", str(self.exe)]
         master, slave = os.openpty()
-        self.procs.append(subprocess.Popen(cmd, env=dict(self.env, TERM="xterm"), stdout=slave, stderr=slave,
-                                           stdin=subprocess.DEVNULL))
+        self.procs.append(_popen(cmd, env=dict(self.env, TERM="xterm"), stdout=slave, stderr=slave))
         os.close(slave)
         self._live = {"execs_per_sec": 0.0, "coverage": "-", "crashes": 0}
-        self._log = open(self.work / "honggfuzz" / "honggfuzz.log", "ab")
+        self.logs.append(self.work / "honggfuzz" / (f"honggfuzz-{self.worker}.log" if self.worker
+                                                     else "honggfuzz.log"))
+        self._log = open(self.logs[-1], "ab")
         threading.Thread(target=self._read, args=(master,), daemon=True).start()
 
     def _read(self, fd: int) -> None:

@@ -8,12 +8,23 @@ the stack's phase after it); a signature not seen before is minimized by
 delta debugging over the trace's events (Zeller and Hildebrandt, "Simplifying
 and Isolating Failure-Inducing Input", 2002) and stored once, whichever
 engine found it, as findings/<stack>/<signature>/reproducer.jsonl.
+
+Several campaigns (engines, processes, containers) may share one findings
+folder, and any of them may be killed at any moment.  A finding is therefore
+written into a private staging folder and published by one rename(2), which
+is atomic and fails when the signature's folder already exists: a reader never
+sees half a finding, and of two workers that found the same signature at the
+same moment exactly one stores it (the other adds its engine to `found_by`).
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +33,7 @@ from ..replay import replay
 from ..trace import Ack, Lost, PersistentCongestion, Sent, Trace, TraceError, dump_trace, parse_trace_text
 
 MAX_TESTS = 3000   # replays one minimization may spend
+STAGING = ".staging"   # under the stack's folder: same file system, so rename(2) is atomic
 
 
 @dataclass
@@ -138,20 +150,44 @@ class Triage:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seen_inputs: set = set()
         self.stored: dict = {}
-        for info in self.folder.glob("*/finding.json"):
-            data = json.loads(info.read_text())
-            sig = Signature(data["stack"], data["invariant"], data["shape"])
-            self.stored[sig.key] = Stored(sig, info.parent, data["events"], data["found_by"])
+        for info in sorted(self.folder.glob("[!.]*/finding.json")):   # not .staging/ or .work/
+            self._load(info.parent.name)
 
-    def _stored_by_another_run(self, key: str) -> Stored | None:
-        """Campaigns may run in parallel on one findings folder: look on disk too."""
-        info = self.folder / key / "finding.json"
-        if not info.exists():
+    def _load(self, key: str) -> Stored | None:
+        """The finding stored under `key` (by this or another run), or None."""
+        try:
+            data = json.loads((self.folder / key / "finding.json").read_text())
+        except (OSError, ValueError):
             return None
-        data = json.loads(info.read_text())
-        stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), info.parent,
+        stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), self.folder / key,
                         data["events"], data["found_by"])
         self.stored[key] = stored
+        return stored
+
+    def _publish(self, sig: Signature, files: dict, events: int, engine: str, source: str) -> Stored | None:
+        """Write `files` (name -> bytes) and finding.json into a staging folder, then rename it
+        to the signature's folder.  Returns the new entry, or None when another worker
+        published the same signature first (its entry then lists `engine` too)."""
+        staging = self.folder / STAGING
+        staging.mkdir(exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{sig.key}.", dir=staging))
+        tmp.chmod(0o755)                                  # mkdtemp's 0700 would hide it from readers
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        stored = Stored(sig, self.folder / sig.key, events, [engine])
+        self._write_info(stored, source, into=tmp)
+        try:
+            os.rename(tmp, stored.folder)
+        except OSError as error:
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            shutil.rmtree(tmp)
+            theirs = self._load(sig.key)
+            if theirs is not None and engine not in theirs.found_by:
+                theirs.found_by.append(engine)
+                self._write_info(theirs, "")
+            return None
+        self.stored[sig.key] = stored
         return stored
 
     def replay_command(self, stored: Stored) -> str:
@@ -169,24 +205,20 @@ class Triage:
         if explained is not None:
             explained.append(bool(found))
         for key, sig in found.items():
-            stored = self.stored.get(key) or self._stored_by_another_run(key)
+            stored = self.stored.get(key) or self._load(key)   # another run's?
             if stored is not None:
                 if engine not in stored.found_by:
                     stored.found_by.append(engine)
                     self._write_info(stored, "")
                 continue
             small = minimize(_cut(trace, sig, self.spec), self.spec, key)
-            folder = self.folder / key
-            folder.mkdir(parents=True, exist_ok=True)
             small.header.name = f"{sig.stack} {sig.invariant}"
             small.header.comment = (f"found by ccdiff fuzz ({engine}); minimized by delta debugging "
                                     f"from {len(trace.events)} events")
-            (folder / "reproducer.jsonl").write_text(dump_trace(small))
-            (folder / "input.bin").write_bytes(data)
-            stored = Stored(sig, folder, len(small.events), [engine])
-            self.stored[key] = stored
-            self._write_info(stored, source)
-            touched.append(stored)
+            files = {"reproducer.jsonl": dump_trace(small).encode(), "input.bin": data}
+            stored = self._publish(sig, files, len(small.events), engine, source)
+            if stored is not None:
+                touched.append(stored)
         return touched
 
     def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list:
@@ -205,30 +237,27 @@ class Triage:
         else:
             return []    # does not crash outside the engine: flaky or a timeout
         sig = Signature(self.stack_label, "native-crash", kind)
-        if sig.key in self.stored:
+        if sig.key in self.stored or self._load(sig.key) is not None:
             return []
-        folder = self.folder / sig.key
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "input.bin").write_bytes(data)
-        (folder / "stderr.txt").write_text(text)
         trace = decode(data, name="fuzz")
-        (folder / "reproducer.jsonl").write_text(dump_trace(trace))
-        stored = Stored(sig, folder, len(trace.events), [engine])
-        self.stored[sig.key] = stored
-        self._write_info(stored, source)
-        return [stored]
+        files = {"input.bin": data, "stderr.txt": text.encode(), "reproducer.jsonl": dump_trace(trace).encode()}
+        stored = self._publish(sig, files, len(trace.events), engine, source)
+        return [stored] if stored is not None else []
 
-    def _write_info(self, stored: Stored, source: str) -> None:
+    def _write_info(self, stored: Stored, source: str, into: Path | None = None) -> None:
+        """finding.json, replaced atomically (a kill never leaves half of it)."""
         sig = stored.signature
         info = {"stack": sig.stack, "spec": self.spec, "invariant": sig.invariant, "shape": sig.shape,
                 "events": stored.events, "found_by": stored.found_by,
                 "replay": self.replay_command(stored)}
         if source:
             info["first_input"] = source
-        path = stored.folder / "finding.json"
+        path = (into or stored.folder) / "finding.json"
         if path.exists() and not source:
             info["first_input"] = json.loads(path.read_text()).get("first_input", "")
-        path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        tmp = path.with_name(f".finding.json.{os.getpid()}")
+        tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
 
 
 def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:
