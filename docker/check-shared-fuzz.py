@@ -4,7 +4,8 @@
   - one corpus: N instance folders under the one STACK_DIR/.work/afl, and each
     imported queue entries from another (AFL++ names those `...,sync:<instance>,...`);
   - each finding stored once: every signature is one folder, its finding.json
-    naming that same signature and the engine in found_by, nothing else beside them;
+    naming that same signature and the engine in found_by, nothing else beside them,
+    nothing left half-published in .staging/;
   - the workers found quiche@0.26.0's future-recovery-start.
 
     check-shared-fuzz.py STACK_DIR N     exit 0 ok, 1 with what is wrong
@@ -43,6 +44,9 @@ def check(folder: Path, workers: int) -> list:
         if data["found_by"] != ["afl"]:
             problems.append(f"{info}: found_by {data['found_by']}, expected ['afl']")
         signatures.append(entry.name)
+    staging = folder / ".staging"
+    if staging.is_dir() and any(staging.iterdir()):
+        problems.append(f"{staging}: unpublished findings left behind")
     if not any(name.startswith("future-recovery-start--") for name in signatures):
         problems.append(f"no future-recovery-start finding among {signatures}")
     print(f"{folder.name}: {len(signatures)} finding(s), one folder each: {', '.join(signatures)}")

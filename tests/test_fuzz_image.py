@@ -3,6 +3,8 @@ the harnesses it pre-builds are found without writing, a missing one is a clear 
 error, and the build script picks the right targets and keeps the right files.  The image
 itself (read-only root file system, two workers) is checked by docker/ci.sh."""
 import importlib.util
+import subprocess
+import sys
 import json
 import os
 from pathlib import Path
@@ -75,3 +77,22 @@ def test_missing_harness_in_an_unwritable_folder_is_a_setup_error(tmp_path, monk
     with pytest.raises(SetupError, match="afl harness for quiche@0.26.0 is not built and cannot be built"):
         harness_module.harness(resolve("quiche@0.26.0"), "afl")
     assert os.listdir(tmp_path) == ["a-file"]
+
+
+def test_workers_finishing_together_write_one_whole_report(tmp_path):
+    """Scaled workers end at the same moment and each writes FINDINGS/<stack>/report: one at
+    a time, so neither fails on the other's half-written folder (compose hit exactly that)."""
+    from ccdiff.fuzzing.triage import Triage
+    reproducer = ROOT / "fuzz" / "reproducers" / "quiche-future-recovery-start.bin"
+    triage = Triage(tmp_path, "quiche@0.26.0", "quiche@0.26.0")
+    assert len(triage.add_input(reproducer.read_bytes(), "afl")) == 1
+    script = ("import sys; from pathlib import Path; from ccdiff.fuzzing.command import _report; "
+              "from ccdiff.fuzzing.triage import Triage; "
+              "_report(Triage(Path(sys.argv[1]), 'quiche@0.26.0', 'quiche@0.26.0'))")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+    index = tmp_path / "quiche@0.26.0" / "report" / "index.html"
+    assert "future-recovery-start" in index.read_text()

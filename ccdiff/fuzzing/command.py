@@ -185,18 +185,23 @@ def cmd_fuzz(args) -> int:
 
 
 def _report(triage) -> None:
-    """Every stored reproducer of this stack in one HTML report (docs/reports.md)."""
+    """Every stored reproducer of this stack in one HTML report (docs/reports.md).  Workers
+    on one findings folder finish together: one writes the report at a time (flock), from
+    what is stored on disk by then, so the last one's report holds every worker's findings."""
+    import fcntl
+    import shutil
     from ..matrix import run_matrix
     from ..report import build_report
-    traces = sorted(str(s.folder / "reproducer.jsonl") for s in triage.stored.values())
-    doc = run_matrix(traces, [triage.spec])
-    if doc["findings"]:
-        folder = triage.folder / "report"
-        if folder.exists():
-            import shutil
-            shutil.rmtree(folder)
-        build_report(doc, folder)
-        print(f"report: {folder / 'index.html'}", file=sys.stderr)
+    with open(triage.folder / ".report.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        traces = sorted(str(path) for path in triage.folder.glob("[!.]*/reproducer.jsonl"))
+        doc = run_matrix(traces, [triage.spec])
+        if doc["findings"]:
+            folder = triage.folder / "report"
+            if folder.exists():
+                shutil.rmtree(folder)
+            build_report(doc, folder)
+            print(f"report: {folder / 'index.html'}", file=sys.stderr)
 
 
 __all__ = ["add_parser", "cmd_fuzz", "parse_duration", "stack_folder_name"]
