@@ -107,7 +107,8 @@ CCDIFF_REPORT_PORT=$port "${COMPOSE[@]}" up -d --no-color report >"$reports/repo
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/" -o "$reports/index.html" 2>/dev/null && break; sleep 0.2; done
 grep -q 'href="/findings/quiche%400.26.0/report/"' "$reports/index.html" 2>/dev/null \
   || { cat "$reports/index.html" 2>/dev/null; "${COMPOSE[@]}" logs report | tail; fail "report index page"; }
-curl -fsS "http://127.0.0.1:$port/findings/quiche%400.26.0/report/" | grep -q future-recovery-start \
+curl -fsS "http://127.0.0.1:$port/findings/quiche%400.26.0/report/" -o "$reports/findings-report.html" \
+  && grep -q future-recovery-start "$reports/findings-report.html" \
   || fail "report service: the findings report does not show future-recovery-start"
 id=$("${COMPOSE[@]}" ps -q report)
 got=$(docker inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostIp}}{{end}}{{end}}' "$id")
