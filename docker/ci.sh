@@ -88,8 +88,10 @@ grep -q "future-recovery-start" "$reports/replay.txt" || fail "replay does not s
 
 # The fuzz profile: two AFL++ workers (scaled replicas, `--worker auto`) on one findings
 # folder.  Both fuzz in one .work/afl, import each other's queue entries, and every
-# finding is stored once: one folder per signature.
-CCDIFF_FUZZ_TIME=${CCDIFF_CI_FUZZ_TIME:-60s} "${COMPOSE[@]}" --profile fuzz up --no-color --scale fuzz-afl=2 fuzz-afl \
+# finding is stored once: one folder per signature.  90 s: AFL++ elects one worker
+# to act as main, which syncs every 30 s, the other every minute (AFL_SYNC_TIME=1, the
+# least) once its current queue entry is done; in 60 s that one often had not yet.
+CCDIFF_FUZZ_TIME=${CCDIFF_CI_FUZZ_TIME:-90s} "${COMPOSE[@]}" --profile fuzz up --no-color --scale fuzz-afl=2 fuzz-afl \
   >"$reports/fuzz.log" 2>&1 || { tail -40 "$reports/fuzz.log"; fail "fuzz profile"; }
 t5=$(now)
 ids=$("${COMPOSE[@]}" --profile fuzz ps -q fuzz-afl)
