@@ -244,21 +244,24 @@ def test_ctrl_c_keeps_what_was_found(tmp_path):
     ("kill -SEGV $$", "native-crash--signal-11"),
     ("echo '==1==ERROR: AddressSanitizer: heap-buffer-overflow on address' >&2; exit 1",
      "native-crash--addresssanitizer-heap-buffer-overflow"),
+    ("sleep 30", "native-crash--hang"),
+    ("exit 1", None),           # an invariant violation, reported: the Python replay judges it
     ("exit 0", None),
 ])
-def test_crash_the_replay_does_not_explain_is_kept_with_its_report(tmp_path, script, key):
-    """A sanitizer report or a signal in a stack's own code breaks no invariant in the
-    Python replay; triage keeps it with the harness's stderr instead of dropping it."""
+def test_crash_in_the_stacks_own_code_is_kept_with_its_report(tmp_path, monkeypatch, script, key):
+    """An engine's crash or hang file first runs through the harness with violations only
+    reported: a signal, a sanitizer report or a hang is the stack's own code, stored with the
+    harness's stderr; anything else is left to the Python replay (None)."""
+    import ccdiff.fuzzing.triage as triage_module
+    monkeypatch.setattr(triage_module, "NATIVE_TIMEOUT_S", 1)
     exe = tmp_path / "harness.sh"
     exe.write_text(f"#!/bin/sh\ncat > /dev/null\n{script}\n")
     exe.chmod(0o755)
     triage = Triage(tmp_path / "findings", "ngtcp2", "ngtcp2")
     data = SEEDS[0].read_bytes()
-    explained = []
-    assert triage.add_input(data, "afl", "seed", explained) == [] and explained == [False]
     stored = triage.add_native_crash(data, "afl", exe, {}, "crash-file")
     if key is None:
-        assert stored == []
+        assert stored is None and triage.stored == {}
         return
     assert [s.signature.key for s in stored] == [key]
     folder = stored[0].folder
