@@ -271,19 +271,25 @@ class Checker:
             # Stacks detect losses while processing the ACK that reveals them: a loss and
             # the ACK at the same instant are judged together.  Where the loss snapshot
             # is provisional, the ACK's snapshot is the reduced window and growth is
-            # measured from the state before the loss.
+            # measured from the state before the loss -- except after persistent
+            # congestion, which collapses the window to the minimum (RFC 9002 §7.6.2)
+            # and leaves the stack in slow start: growth counts from the collapse.
             if group is None:
                 group = self.loss_group = {"t": t, "before": before, "new": False, "ambiguous": False,
                                            "pc": False, "index": index}
             group["new"] |= truth.new_event
             group["ambiguous"] |= truth.ambiguous
             group["pc"] |= kind == PERSISTENT_CONGESTION
+            if kind == PERSISTENT_CONGESTION:
+                group["collapsed"] = after
             if kind != ACKED or self.provisional_loss:
                 group["after"] = after
             if kind == ACKED:
                 self.close_loss_group()
                 if not ev.spurious:
-                    base = group["before"] if self.provisional_loss else before
+                    base = before
+                    if self.provisional_loss:
+                        base = group.get("collapsed", group["before"])
                     self.check_ack(index, ev, base, after, truth, after.cwnd - base.cwnd)
             return
         grew = cwnd - before.cwnd

@@ -284,6 +284,20 @@ def test_spurious_undo_after_idle_is_not_idle_inflation():
     assert "idle-inflation" not in {f.invariant for f in result.findings}
 
 
+def test_ack_after_persistent_congestion_grows_from_the_collapse():
+    """Harness defect found by fuzzing, fixed in invariants.py: for ngtcp2 (losses applied
+    inside the ACK) the checker measured the ACK that follows persistent congestion from the
+    window before the loss (3600, congestion avoidance) and reported ca-growth-bound; the
+    window collapsed to 2400 first (RFC 9002 §7.6.2) and slow start grew it by the 6000
+    bytes acknowledged."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "ngtcp2-ack-after-persistent-congestion.jsonl"))
+    result = replay(trace, ["ngtcp2@1.25.0"])
+    snaps = result.runs["ngtcp2@1.25.0"].snapshots
+    assert [s.cwnd for s in snaps[-4:]] == [3600, 3600, 2400, 8400]
+    assert "ca-growth-bound" not in {f.invariant for f in result.findings}
+    assert not result.violations
+
+
 def test_engine_that_cannot_start_is_a_setup_error(tmp_path, monkeypatch):
     """An engine refusing its environment ends the run with exit 2 and its log, not a silent 0."""
     harness(resolve(QUICHE), "afl")
