@@ -136,7 +136,11 @@ class Finding:
 class Truth:
     """The trace's own timeline: RFC 9002 §7.3.2 recovery periods and idle restarts."""
 
-    def __init__(self):
+    def __init__(self, ecn: bool = True):
+        # A stack that does not use ECN (its profile says `ecn = false`) never receives a
+        # CE count on a real path (it sends no ECT codepoints, RFC 9000 §13.4): for its
+        # timeline an ECN-CE mark in the trace is no congestion signal (RFC 9002 §7.1).
+        self.ecn = ecn
         self.recovery_start = None
         self.last_signal_t = None
         self.signal = False          # this event carries a congestion signal
@@ -181,7 +185,7 @@ class Truth:
         if kind == LOST:
             self._signal(now, max(p[1] for p in ev.packets))
         elif kind == ACKED:
-            if ev.ecn_ce and ev.packets:
+            if ev.ecn_ce and ev.packets and self.ecn:
                 self._signal(now, ev.packets[-1][1])
             start = self.recovery_start
             packets = ev.packets
