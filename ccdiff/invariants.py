@@ -198,11 +198,16 @@ class Truth:
             self.recovery_start = None   # RFC 9002 B.8
 
 
-def _rolled_back(before, after) -> bool:
-    """The recovery start moved back in time: the stack restored its pre-reduction state."""
+def _rolled_back(before, after, reduced_from) -> bool:
+    """The stack restored its pre-reduction state: the recovery start moved back in time,
+    or the window returned exactly to where the last reduction took it from (quiche's undo
+    can be followed, in the same ACK, by an entry into congestion avoidance that sets the
+    epoch -- its recovery start -- to now)."""
+    if after.cwnd <= before.cwnd:
+        return False
     start = before.recovery_start_us
-    return start is not None and (after.recovery_start_us is None or after.recovery_start_us < start) \
-        and after.cwnd > before.cwnd
+    moved_back = start is not None and (after.recovery_start_us is None or after.recovery_start_us < start)
+    return moved_back or after.cwnd == reduced_from
 
 
 def _bad_number(value, lo: float) -> bool:
@@ -225,6 +230,7 @@ class Checker:
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
         self.idle_watch = None
         self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
+        self.reduced_from = None     # cwnd before the last reduction, for undo detection
         # Adapters whose stack applies a loss only inside the ACK that reveals it (ngtcp2)
         # report a provisional snapshot for the loss event (docs/adapters.md).
         self.provisional_loss = loss_applied_with_ack
@@ -297,7 +303,7 @@ class Checker:
                     self.check_ack(index, ev, base, after, truth, after.cwnd - base.cwnd)
             return
         grew = cwnd - before.cwnd
-        if _rolled_back(before, after):
+        if _rolled_back(before, after, self.reduced_from):
             # The stack undid its last reduction (RFC 9438 §4.9 lets it; quiche does so
             # after a few losses): the window returns to where it was, not growth.
             return
@@ -321,6 +327,8 @@ class Checker:
     def judge_reduction(self, index, t, before, after, new_event: bool) -> None:
         """RFC 9002 §7.3.2 / RFC 9438 §4.6: one reduction per recovery period, by β."""
         grew = after.cwnd - before.cwnd
+        if grew < 0:
+            self.reduced_from = before.cwnd
         if new_event:
             if before.cwnd > self.floor and grew >= 0:
                 self.flag("missing-reduction", index, t,
