@@ -199,15 +199,15 @@ class Truth:
 
 
 def _rolled_back(before, after, reduced_from) -> bool:
-    """The stack restored its pre-reduction state: the recovery start moved back in time,
-    or the window returned exactly to where the last reduction took it from (quiche's undo
-    can be followed, in the same ACK, by an entry into congestion avoidance that sets the
-    epoch -- its recovery start -- to now)."""
+    """The stack restored its pre-reduction state: the recovery start moved back in time, or
+    it moved at all and the window returned exactly to where the last reduction took it from
+    (quiche's undo can be followed, in the same ACK, by an entry into congestion avoidance
+    that sets the epoch -- its recovery start -- to now)."""
     if after.cwnd <= before.cwnd:
         return False
-    start = before.recovery_start_us
-    moved_back = start is not None and (after.recovery_start_us is None or after.recovery_start_us < start)
-    return moved_back or after.cwnd == reduced_from
+    start, now_start = before.recovery_start_us, after.recovery_start_us
+    moved_back = start is not None and (now_start is None or now_start < start)
+    return moved_back or (now_start != start and after.cwnd == reduced_from)
 
 
 def _bad_number(value, lo: float) -> bool:
