@@ -231,6 +231,7 @@ class Checker:
         self.idle_watch = None
         self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
         self.reduced_from = None     # cwnd before the last reduction, for undo detection
+        self.missed_period = None    # start of a recovery period the stack never entered
         # Adapters whose stack applies a loss only inside the ACK that reveals it (ngtcp2)
         # report a provisional snapshot for the loss event (docs/adapters.md).
         self.provisional_loss = loss_applied_with_ack
@@ -331,6 +332,7 @@ class Checker:
             self.reduced_from = before.cwnd
         if new_event:
             if before.cwnd > self.floor and grew >= 0:
+                self.missed_period = t
                 self.flag("missing-reduction", index, t,
                           f"new congestion event at t={t} (a packet sent after the previous recovery "
                           f"start was lost or CE-marked) but cwnd went {before.cwnd} -> {after.cwnd}")
@@ -345,7 +347,10 @@ class Checker:
     def check_ack(self, index, ev, before, after, truth, grew) -> None:
         t, flag = ev.t, self.flag
         acked = ev.acked_bytes
-        if grew > 0 and truth.ack_in_recovery and not truth.ambiguous:
+        # A stack that never entered this recovery period (missing-reduction, reported
+        # once) grows on its ACKs as a consequence: not a second finding.
+        entered = truth.recovery_start != self.missed_period
+        if grew > 0 and truth.ack_in_recovery and not truth.ambiguous and entered:
             flag("growth-in-recovery", index, t,
                  f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent before the recovery "
                  f"start t={truth.recovery_start}")

@@ -310,6 +310,17 @@ def test_quiche_undo_then_avoidance_entry_is_not_growth():
     assert not result.violations
 
 
+def test_growth_after_a_missed_congestion_event_is_reported_once():
+    """Harness defect found by fuzzing, fixed in invariants.py: quiche skips a congestion event
+    (its idle-restart shift put the lost packet inside the old recovery period: documented,
+    missing-reduction) and then grows on ACKs of packets sent after that loss; the checker
+    reported that growth again as growth-in-recovery of the period quiche never entered."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "quiche-missed-event-then-growth.jsonl"))
+    result = replay(trace, ["quiche@0.30.0"])
+    assert [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots[-2:]] == [8400, 9600]
+    assert [(f.invariant, f.status) for f in result.findings] == [("missing-reduction", "deviation")]
+
+
 def test_quiche_css_epoch_counts_idle_time():
     """Pins a quiche bug found by fuzzing (fails once fixed): after HyStart++ leaves slow start
     through CSS, congestion avoidance measures t from css_start_time (cubic.rs:280-281), which
