@@ -135,8 +135,10 @@ def cmd_stacks(args) -> int:
     for column in ("stack", "version", "built", "options / alias for"):
         table.add_column(column)
     for row in rows:
-        built = "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build " + \
-            f"{row['stack']}@{row['version']})"
+        built = "[yellow]stale[/] (adapter changed; ccdiff build " if row["stale"] else \
+            "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
+        if row["stale"] or not row["built"]:
+            built += f"{row['stack']}@{row['version']})"
         table.add_row(row["stack"], row["version"] or "-", built, row["note"])
     _console().print(table)
     return EXIT_OK
