@@ -80,6 +80,23 @@ def test_c_decoder_under_asan_ubsan_on_random_inputs(tmp_path):
             parse_lines(text.splitlines(), "c-decoded.jsonl")
 
 
+def test_nul_byte_in_a_path_is_a_clean_error(capsys):
+    """Found by bench/bench_hostile.py: open() raises ValueError, not OSError, on a NUL
+    byte, so `replay` (and every other path option) gave a traceback."""
+    import pytest
+    from ccdiff.cli import main
+    from ccdiff.trace import TraceError, load_trace
+    example = str(ROOT / "examples" / "death-spiral.jsonl")
+    for args in (["replay", "a\x00b"], ["replay", example, "--json", "out\x00.json"], ["decode", "\x00"],
+                 ["conform", "--out", "dir\x00"], ["matrix", example, "--report", "r\x00"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(args)
+        assert exit_info.value.code == 2
+        assert "contains a NUL byte" in capsys.readouterr().err
+    with pytest.raises(TraceError, match="path contains a NUL byte"):
+        load_trace("a\x00b.jsonl")
+
+
 def test_unwritable_output_is_exit_2_not_a_traceback():
     for command in ("replay", "matrix"):
         proc = subprocess.run([sys.executable, "-m", "ccdiff", command, "examples/death-spiral.jsonl",

@@ -49,7 +49,7 @@ cli_args = st.lists(st.sampled_from(
     ["replay", "validate", "stacks", "matrix", "decode", "build", "--stack", "--json", "oracle",
      "oracle:idle=x", "nosuch@1", _EXAMPLE, "/nonexistent", "-", ".", "--source", "--help", "", "@", ":",
      "all", "--sanitize", "out.json", "oracle-reno", "/nonexistent/out.json", "--stack=oracle:undo=maybe",
-     "quiche@0.26.0:cc=x"]) | st.text(max_size=12), max_size=6)
+     "quiche@0.26.0:cc=x", "a\x00b"]) | st.text(max_size=12), max_size=6)
 # Commands that build, serve, or run whole campaigns (slow, covered by their own
 # tests), and `decode -` which reads stdin.
 _SKIPPED = {"build", "serve", "conform", "fuzz", "sim", "report", "-"}
@@ -93,7 +93,7 @@ def check_cli(args: list) -> None:
         finally:
             os.chdir(cwd)
     assert code in (0, 1, 2), f"exit {code!r}"
-    assert "Traceback" not in err.getvalue(), err.getvalue()[-2000:]
+    assert "Traceback (most recent call last)" not in err.getvalue(), err.getvalue()[-2000:]
 
 
 # name -> (strategy, property): what bench/bench_hostile.py cycles through
