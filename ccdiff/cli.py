@@ -428,6 +428,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
+    # A command line from the OS cannot hold a NUL byte, but main() called in-process can,
+    # and open() raises ValueError (not OSError) on one: refuse it here, once for every path.
+    for arg in sys.argv[1:] if argv is None else argv:
+        if "\0" in arg:
+            parser.error(f"argument {arg!r} contains a NUL byte")
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -471,3 +471,16 @@ def test_engine_that_cannot_start_is_a_setup_error(tmp_path, monkeypatch):
                             text=True, timeout=300, env={**__import__("os").environ, **env_bad})
     assert result.returncode == 2, result.stderr[-2000:]
     assert "afl exited with" in result.stderr and "ASAN_OPTIONS" in result.stderr
+
+
+@pytest.mark.parametrize("engine", ["plain", "afl", "honggfuzz"])
+def test_quiche_builds_keep_debug_assertions_and_overflow_checks(engine):
+    """Rust has no ASan on stable; what stands in for it is the adapter's release profile
+    (debug-assertions, overflow-checks: implementations/quiche/adapter/Cargo.toml).  The
+    fuzzers' sancov build (RUSTFLAGS) and the plain build must both keep it: the adapter
+    reports what its build has armed, probed at run time."""
+    exe = harness(resolve(QUICHE), engine)
+    result = subprocess.run([str(exe)], input=b"", env=dict(harness_env(resolve(QUICHE)), CCDIFF_FUZZ_DESCRIBE="1"),
+                            capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert b"debug-assertions on, overflow-checks on" in result.stderr, result.stderr[-2000:]

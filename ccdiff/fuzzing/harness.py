@@ -179,3 +179,26 @@ def tool(out_dir: Path | None = None) -> Path:
     _run([program("gcc"), "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=c11", "-I", str(include_dir()),
           "-o", str(exe), *map(str, srcs)], dict(os.environ), log, "fz_tool")
     return exe
+
+
+def decode_harness(engine: str = "plain", sanitize: bool = True) -> Path:
+    """fz_decode_fuzz (decoder + ledger + JSONL writer, no stack): under AFL++ for the
+    long hostile-input run (bench/bench_hostile.py), plain for tests; ASan + UBSan by default."""
+    if engine not in ("afl", "plain"):
+        raise SetupError(f"the decode harness builds for afl or plain, not {engine!r}")
+    out = fuzz_build_dir() / "tools"
+    exe = out / (f"fz_decode_fuzz-{engine}" + ("-asan" if sanitize else ""))
+    sources = [driver_dir() / s for s in ("fz_decode_fuzz.c", "fz_decode.c", "fz_ledger.c")]
+    info = exe.with_suffix(".json")
+    stamp = {"sources": {s.name: s.stat().st_mtime_ns for s in sources}}
+    with _locked():
+        if exe.exists() and info.exists() and json.loads(info.read_text()) == stamp:
+            return exe
+        out.mkdir(parents=True, exist_ok=True)
+        cc = program("afl-clang-fast") if engine == "afl" else program("clang" if sanitize else "gcc")
+        flags = ["-O1", "-g", "-Wall", "-std=gnu11", "-I", str(include_dir())] + (ASAN.split() if sanitize else [])
+        log = exe.with_suffix(".log")
+        log.write_text("")
+        _run([cc, *flags, "-o", str(exe), *map(str, sources)], dict(os.environ), log, exe.name)
+        info.write_text(json.dumps(stamp))
+    return exe
