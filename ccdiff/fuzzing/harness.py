@@ -22,7 +22,7 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..build import ensure_built, fetch, unpack
+from ..build import ensure_built, fetch, recipe_digest, unpack
 from ..errors import SetupError
 from ..stacks import LIBRARY_NAME, Target
 from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
@@ -104,7 +104,8 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
                      # alive despite --gc-sections.
                      CCDIFF_EXTRA_LDFLAGS="-Wl,-z,undefs -fuse-ld=lld")
     stamp = out / "build-knobs.json"
-    if library.exists() and stamp.exists() and json.loads(stamp.read_text()) == knobs:
+    made_of = dict(knobs, recipe=recipe_digest(target.recipe))   # rebuilt when the adapter changes
+    if library.exists() and stamp.exists() and json.loads(stamp.read_text()) == made_of:
         return library
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version, **knobs)
@@ -112,7 +113,7 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
     log.write_text("")
     _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
          f"{target.label} for {engine}")
-    stamp.write_text(json.dumps(knobs, sort_keys=True))
+    stamp.write_text(json.dumps(made_of, sort_keys=True))
     return library
 
 
