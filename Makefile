@@ -20,10 +20,8 @@ conform: setup    ## the nightly: every scenario x every built stack x 100 seeds
 test: setup       ## the test suite
 	$(PYTHON) -m pytest -q -n 2
 
-bench: setup      ## benchmarks (not part of the tests)
-	$(PYTHON) bench/bench_oracle.py
-	$(PYTHON) bench/bench_adapters.py
-	$(PYTHON) bench/bench_sim.py --seeds 10
+bench: setup      ## the benchmark suite, one table (not part of the tests; ~10 min)
+	$(PYTHON) bench/run_all.py
 
 clean:
 	rm -rf build reports/*.json

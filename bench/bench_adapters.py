@@ -60,6 +60,7 @@ RENO_ROWS = [
 ]
 EVENT = struct.Struct("<IIqQIIq4q")   # 72 bytes, see events.h
 PACKET = struct.Struct("<QqII")       # 24 bytes
+GOAL_RATIO = 2                        # issue 3: the adapter costs at most twice the bare controller
 
 
 def resolved_stream(n: int) -> list:
@@ -94,11 +95,14 @@ def ensure_built(rows, out: Path) -> dict:
         return recipes[stack].build_folder(version) / "src" / recipes[stack].versions[version]["subdir"]
 
     versions = {stack: version for _, stack, version, *_ in rows}
-    env = dict(os.environ,
-               NGTCP2_SRC=str(src("ngtcp2", versions["ngtcp2"])),
-               NGTCP2_GEN=str(recipes["ngtcp2"].build_folder(versions["ngtcp2"]) / "gen"),
-               PICOQUIC_SRC=str(src("picoquic", versions["picoquic"])),
-               QUICHE_TREE=str(recipes["quiche"].build_folder(versions["quiche"]) / "work" / "tree"))
+    env = dict(os.environ)   # build.sh builds the bare driver of each stack named here
+    if "ngtcp2" in versions:
+        env.update(NGTCP2_SRC=str(src("ngtcp2", versions["ngtcp2"])),
+                   NGTCP2_GEN=str(recipes["ngtcp2"].build_folder(versions["ngtcp2"]) / "gen"))
+    if "picoquic" in versions:
+        env.update(PICOQUIC_SRC=str(src("picoquic", versions["picoquic"])))
+    if "quiche" in versions:
+        env.update(QUICHE_TREE=str(recipes["quiche"].build_folder(versions["quiche"]) / "work" / "tree"))
     subprocess.run(["bash", str(HERE / "build.sh"), str(out)], env=env, check=True)
     return recipes
 
@@ -121,6 +125,29 @@ def python_path(library: Path, options: str, resolved: list) -> float:
     return len(resolved) / elapsed
 
 
+def measure(rows, events: int, python_events: int, reps: int) -> list:
+    """One dict per row: bare and adapter events/s (fastest of reps), their ratio, the
+    ctypes path, and whether both loops end in the same state."""
+    out = build_dir() / "bench" / "adapter_overhead"
+    recipes = ensure_built(rows, out)
+    resolved = resolved_stream(max(events, python_events))
+    events_file = out / f"events-{events}.bin"
+    write_events(resolved[:events], events_file)
+    results = []
+    for label, stack, version, options, bare_bin, bare_arg in rows:
+        library = recipes[stack].library(version)
+        adapter = run_json([out / "adapter_loop", library, events_file, reps, options])
+        bare = run_json([out / bare_bin, events_file, reps, bare_arg])
+        results.append({
+            "stack": label, "bare": bare["events_per_s"], "adapter": adapter["events_per_s"],
+            "ratio": bare["events_per_s"] / adapter["events_per_s"],
+            "extra_ns": 1e9 / adapter["events_per_s"] - 1e9 / bare["events_per_s"],
+            "python": python_path(library, options, resolved[:python_events]),
+            "same_end_state": (bare["cwnd"], bare["ssthresh"]) == (adapter["cwnd"], adapter["ssthresh"]),
+            "cwnd": (bare["cwnd"], adapter["cwnd"])})
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000, help="events for the native loops")
@@ -130,29 +157,18 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = ROWS + (RENO_ROWS if args.reno else [])
-    out = build_dir() / "bench" / "adapter_overhead"
-    recipes = ensure_built(rows, out)
-    resolved = resolved_stream(max(args.events, args.python_events))
-    events_file = out / f"events-{args.events}.bin"
-    write_events(resolved[:args.events], events_file)
-
+    results = measure(rows, args.events, args.python_events, args.reps)
     print(f"{args.events:,} events (native, best of {args.reps}), {args.python_events:,} (Python); "
           f"ACK-clocked bulk flow, ~0.5% loss; events/s")
     head = (f"{'stack':<24}{'bare':>12}{'adapter':>12}{'bare/adapter':>14}{'goal <=2x':>11}"
             f"{'+ns/event':>11}{'Python ctypes':>15}{'same end state':>16}")
     print(head)
     print("-" * len(head))
-    for label, stack, version, options, bare_bin, bare_arg in rows:
-        library = recipes[stack].library(version)
-        adapter = run_json([out / "adapter_loop", library, events_file, args.reps, options])
-        bare = run_json([out / bare_bin, events_file, args.reps, bare_arg])
-        py = python_path(library, options, resolved[:args.python_events])
-        ratio = bare["events_per_s"] / adapter["events_per_s"]
-        extra_ns = 1e9 / adapter["events_per_s"] - 1e9 / bare["events_per_s"]
-        same = (bare["cwnd"], bare["ssthresh"]) == (adapter["cwnd"], adapter["ssthresh"])
-        print(f"{label:<24}{bare['events_per_s']:>12,.0f}{adapter['events_per_s']:>12,.0f}{ratio:>13.2f}x"
-              f"{'met' if ratio <= 2 else 'NOT met':>11}{extra_ns:>11.1f}{py:>15,.0f}"
-              f"{'yes' if same else 'NO (cwnd %d/%d)' % (bare['cwnd'], adapter['cwnd']):>16}")
+    for r in results:
+        same = "yes" if r["same_end_state"] else "NO (cwnd %d/%d)" % r["cwnd"]
+        print(f"{r['stack']:<24}{r['bare']:>12,.0f}{r['adapter']:>12,.0f}{r['ratio']:>13.2f}x"
+              f"{'met' if r['ratio'] <= GOAL_RATIO else 'NOT met':>11}{r['extra_ns']:>11.1f}{r['python']:>15,.0f}"
+              f"{same:>16}")
 
 
 if __name__ == "__main__":

@@ -127,11 +127,42 @@ def throughput(spec: str, engine: str, seconds: int) -> float:
         raise RuntimeError(f"honggfuzz printed no summary for {spec}")
 
 
+TTF_STACKS = ["quiche@0.26.0"]
+SPEED_STACKS = ["quiche@0.26.0", "quiche@0.30.0", "ngtcp2", "picoquic"]
+ENGINES = ["afl", "honggfuzz"]
+
+
+def ttf_rows(specs, engines, runs: int, cap: float, on_row=None) -> list:
+    """Per stack and engine: each run's seconds to the first finding, and their median
+    (None if any run hit the cap)."""
+    rows = []
+    for spec in specs:
+        for engine in engines:
+            found = [time_to_finding(spec, engine, cap) for _ in range(runs)]
+            times = [r["seconds"] for r in found]
+            median = statistics.median(times) if all(t is not None for t in times) else None
+            rows.append({"stack": spec, "engine": engine, "runs": found, "median_s": median,
+                         "invariants": sorted({r["invariant"] for r in found})})
+            if on_row:
+                on_row(rows[-1])
+    return rows
+
+
+def speed_rows(specs, engines, seconds: int, on_row=None) -> list:
+    rows = []
+    for spec in specs:
+        for engine in engines:
+            rows.append({"stack": spec, "engine": engine, "execs_per_sec": round(throughput(spec, engine, seconds))})
+            if on_row:
+                on_row(rows[-1])
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["ttf", "speed"])
     parser.add_argument("--stack", action="append")
-    parser.add_argument("--engine", action="append", choices=["afl", "honggfuzz"])
+    parser.add_argument("--engine", action="append", choices=ENGINES)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cap", type=float, default=300)
     parser.add_argument("--seconds", type=int, default=20)
@@ -139,26 +170,17 @@ def main() -> int:
     args = parser.parse_args()
     global USE_DICT
     USE_DICT = not args.no_dict
-    engines = args.engine or ["afl", "honggfuzz"]
-    results = {"mode": args.mode, "cpu": os.cpu_count(), "dictionary": USE_DICT, "rows": []}
+    engines = args.engine or ENGINES
+    results = {"mode": args.mode, "cpu": os.cpu_count(), "dictionary": USE_DICT}
     if args.mode == "ttf":
         print("| stack | engine | runs (s) | median (s) | invariant |\n|---|---|---|---|---|")
-        for spec in args.stack or ["quiche@0.26.0"]:
-            for engine in engines:
-                runs = [time_to_finding(spec, engine, args.cap) for _ in range(args.runs)]
-                times = [r["seconds"] for r in runs]
-                median = statistics.median(times) if all(t is not None for t in times) else None
-                invariants = sorted({r["invariant"] for r in runs})
-                results["rows"].append({"stack": spec, "engine": engine, "runs": runs, "median_s": median})
-                print(f"| {spec} | {engine} | {', '.join(str(t) for t in times)} | {median} | "
-                      f"{', '.join(invariants)} |", flush=True)
+        results["rows"] = ttf_rows(args.stack or TTF_STACKS, engines, args.runs, args.cap, lambda r: print(
+            f"| {r['stack']} | {r['engine']} | {', '.join(str(x['seconds']) for x in r['runs'])} | "
+            f"{r['median_s']} | {', '.join(r['invariants'])} |", flush=True))
     else:
         print("| stack | engine | execs/s |\n|---|---|---|")
-        for spec in args.stack or ["quiche@0.26.0", "quiche@0.30.0", "ngtcp2", "picoquic"]:
-            for engine in engines:
-                speed = throughput(spec, engine, args.seconds)
-                results["rows"].append({"stack": spec, "engine": engine, "execs_per_sec": round(speed)})
-                print(f"| {spec} | {engine} | {speed:.0f} |", flush=True)
+        results["rows"] = speed_rows(args.stack or SPEED_STACKS, engines, args.seconds, lambda r: print(
+            f"| {r['stack']} | {r['engine']} | {r['execs_per_sec']} |", flush=True))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / f"fuzz-{args.mode}{'' if USE_DICT else '-nodict'}.json").write_text(json.dumps(results, indent=2) + "\n")

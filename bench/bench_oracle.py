@@ -68,18 +68,26 @@ def measure(events, check: bool) -> float:
     return len(events) / (time.perf_counter() - started)
 
 
+GOAL_EVENTS_PER_S = 300_000   # issue 2, oracle alone
+
+
+def rates(n_events: int) -> dict:
+    """Both figures on one stream: events/s of the oracle alone and with every invariant."""
+    events = make_stream(n_events)
+    return {"events": n_events, "alone": measure(events, check=False), "checked": measure(events, check=True)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000)
     args = parser.parse_args()
-    events = make_stream(args.events)
-    alone = measure(events, check=False)
-    checked = measure(events, check=True)
+    figures = rates(args.events)
+    alone, checked = figures["alone"], figures["checked"]
     print(f"{'measure':<44}{'events/s':>12}")
     print(f"{'oracle alone (ledger + CUBIC)':<44}{alone:>12,.0f}")
     print(f"{'oracle + every invariant':<44}{checked:>12,.0f}")
     print(f"{'ratio checked / alone':<44}{checked / alone:>12.2f}")
-    print(f"{'goal: oracle alone >= 300,000 events/s':<44}{'met' if alone >= 300_000 else 'NOT met':>12}")
+    print(f"{'goal: oracle alone >= 300,000 events/s':<44}{'met' if alone >= GOAL_EVENTS_PER_S else 'NOT met':>12}")
 
 
 if __name__ == "__main__":

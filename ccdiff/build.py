@@ -92,6 +92,45 @@ def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
         raise SetupError(f"{archive.name}: refusing unsafe archive member {member.name!r}")
 
 
+def recipe_digest(recipe: StackRecipe) -> str | None:
+    """A hash of what a stack's build is made from besides upstream: its folder (adapter,
+    build.sh, patches, locks; not profile.toml, which no build reads) and the adapter ABI
+    header.  A build made from other files is stale and is rebuilt: after a `git pull` or an
+    edit to an adapter, nothing runs yesterday's library.  None where the recipe's sources
+    are not present (a runtime image holds only the built libraries)."""
+    if not (recipe.folder / "build.sh").exists():
+        return None
+    root = implementations_dir()
+    files = sorted(p for p in recipe.folder.rglob("*") if p.is_file() and p.name != "profile.toml"
+                   and not any(part.startswith(".") or part == "target"
+                               for part in p.relative_to(recipe.folder).parts))
+    files.append(root / "include" / "ccdiff_adapter.h")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _build_info(recipe: StackRecipe, version: str) -> dict:
+    """What build-info.json recorded of the last build ({} if there is none)."""
+    try:
+        return json.loads((recipe.build_folder(version) / "build-info.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _current(recipe: StackRecipe, version: str) -> bool:
+    """The last build exists and was made from the recipe's present sources."""
+    digest = recipe_digest(recipe)
+    return recipe.library(version).exists() and \
+        (digest is None or _build_info(recipe, version).get("recipe") == digest)
+
+
+def is_stale(recipe: StackRecipe, version: str) -> bool:
+    """Built, but from adapter sources that have changed since (rebuild it)."""
+    return recipe.library(version).exists() and not _current(recipe, version)
+
+
 def _local_version(source: Path) -> str:
     return "local-" + hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:10]
 
@@ -102,10 +141,9 @@ def build_target(recipe: StackRecipe, version: str, source: Path | None = None,
     out = recipe.build_folder(version)
     library = recipe.library(version)
     info_path = out / "build-info.json"
-    if library.exists() and info_path.exists() and not force and source is None:
-        info = json.loads(info_path.read_text())
-        if info.get("sanitize", False) == sanitize:
-            return library
+    if not force and source is None and _current(recipe, version) \
+            and _build_info(recipe, version).get("sanitize", False) == sanitize:
+        return library
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     if source is None:
@@ -131,7 +169,7 @@ def build_target(recipe: StackRecipe, version: str, source: Path | None = None,
         tail = log_path.read_text(errors="replace").splitlines()[-15:]
         raise SetupError(f"building {recipe.name}@{version} failed (exit {result.returncode}); "
                          f"full log: {log_path}\n" + "\n".join(tail))
-    info = dict(origin, stack=recipe.name, version=version, sanitize=sanitize,
+    info = dict(origin, stack=recipe.name, version=version, sanitize=sanitize, recipe=recipe_digest(recipe),
                 seconds=round(time.monotonic() - started, 1))
     info_path.write_text(json.dumps(info, indent=2) + "\n")
     _log(f"  built {library} in {info['seconds']} s")
@@ -156,7 +194,11 @@ def build_spec(text: str, source: Path | None = None, sanitize: bool = False, fo
 
 
 def ensure_built(spec: str | Target) -> None:
-    """Build a spec's library if it is missing (tests and `replay --build` use this)."""
+    """Build a spec's library if it is missing or stale (tests and `replay --build` use this)."""
     target = resolve(spec) if isinstance(spec, str) else spec
-    if target.kind == "native" and not target.recipe.library(target.version).exists():
-        build_target(target.recipe, target.version)
+    if target.kind != "native" or target.version not in target.recipe.versions:
+        return                                      # a local checkout is built by `build --source`
+    recipe = target.recipe
+    if not _current(recipe, target.version):      # a sanitizer build stays a sanitizer build
+        sanitize = bool(_build_info(recipe, target.version).get("sanitize", False))
+        build_target(recipe, target.version, sanitize=sanitize, force=True)

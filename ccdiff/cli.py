@@ -135,8 +135,10 @@ def cmd_stacks(args) -> int:
     for column in ("stack", "version", "built", "options / alias for"):
         table.add_column(column)
     for row in rows:
-        built = "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build " + \
-            f"{row['stack']}@{row['version']})"
+        built = "[yellow]stale[/] (adapter changed; ccdiff build " if row["stale"] else \
+            "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
+        if row["stale"] or not row["built"]:
+            built += f"{row['stack']}@{row['version']})"
         table.add_row(row["stack"], row["version"] or "-", built, row["note"])
     _console().print(table)
     return EXIT_OK
@@ -441,6 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
+    # A command line from the OS cannot hold a NUL byte, but main() called in-process can,
+    # and open() raises ValueError (not OSError) on one: refuse it here, once for every path.
+    for arg in sys.argv[1:] if argv is None else argv:
+        if "\0" in arg:
+            parser.error(f"argument {arg!r} contains a NUL byte")
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -202,10 +202,16 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
     if len(set(labels)) != len(labels):
         raise SetupError(f"a stack is named twice: {', '.join(labels)}")
     from .remote import remote_address
+    from .build import is_stale
     for target in targets:   # fail early, in the parent, with the fixing command
-        if target.kind == "native" and remote_address(target.recipe.name) is None \
-                and not target.recipe.library(target.version).exists():
+        if target.kind != "native" or remote_address(target.recipe.name) is not None:
+            continue
+        if not target.recipe.library(target.version).exists():
             raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
+                             f"ccdiff build {target.recipe.name}@{target.version}")
+        if target.version in target.recipe.versions and is_stale(target.recipe, target.version):
+            raise SetupError(f"{target.recipe.name}@{target.version} was built from an older adapter "
+                             f"(implementations/{target.recipe.name}/ changed since); run: "
                              f"ccdiff build {target.recipe.name}@{target.version}")
     cases, keys = [], []
     for scenario in scenarios:

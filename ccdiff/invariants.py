@@ -136,7 +136,11 @@ class Finding:
 class Truth:
     """The trace's own timeline: RFC 9002 §7.3.2 recovery periods and idle restarts."""
 
-    def __init__(self):
+    def __init__(self, ecn: bool = True):
+        # A stack that does not use ECN (its profile says `ecn = false`) never receives a
+        # CE count on a real path (it sends no ECT codepoints, RFC 9000 §13.4): for its
+        # timeline an ECN-CE mark in the trace is no congestion signal (RFC 9002 §7.1).
+        self.ecn = ecn
         self.recovery_start = None
         self.last_signal_t = None
         self.signal = False          # this event carries a congestion signal
@@ -181,7 +185,7 @@ class Truth:
         if kind == LOST:
             self._signal(now, max(p[1] for p in ev.packets))
         elif kind == ACKED:
-            if ev.ecn_ce and ev.packets:
+            if ev.ecn_ce and ev.packets and self.ecn:
                 self._signal(now, ev.packets[-1][1])
             start = self.recovery_start
             packets = ev.packets
@@ -194,11 +198,16 @@ class Truth:
             self.recovery_start = None   # RFC 9002 B.8
 
 
-def _rolled_back(before, after) -> bool:
-    """The recovery start moved back in time: the stack restored its pre-reduction state."""
-    start = before.recovery_start_us
-    return start is not None and (after.recovery_start_us is None or after.recovery_start_us < start) \
-        and after.cwnd > before.cwnd
+def _rolled_back(before, after, reduced_from) -> bool:
+    """The stack restored its pre-reduction state: the recovery start moved back in time, or
+    it moved at all and the window returned exactly to where the last reduction took it from
+    (quiche's undo can be followed, in the same ACK, by an entry into congestion avoidance
+    that sets the epoch -- its recovery start -- to now)."""
+    if after.cwnd <= before.cwnd:
+        return False
+    start, now_start = before.recovery_start_us, after.recovery_start_us
+    moved_back = start is not None and (now_start is None or now_start < start)
+    return moved_back or (now_start != start and after.cwnd == reduced_from)
 
 
 def _bad_number(value, lo: float) -> bool:
@@ -221,6 +230,8 @@ class Checker:
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
         self.idle_watch = None
         self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
+        self.reduced_from = None     # cwnd before the last reduction, for undo detection
+        self.missed_period = None    # start of a recovery period the stack never entered
         # Adapters whose stack applies a loss only inside the ACK that reveals it (ngtcp2)
         # report a provisional snapshot for the loss event (docs/adapters.md).
         self.provisional_loss = loss_applied_with_ack
@@ -271,23 +282,29 @@ class Checker:
             # Stacks detect losses while processing the ACK that reveals them: a loss and
             # the ACK at the same instant are judged together.  Where the loss snapshot
             # is provisional, the ACK's snapshot is the reduced window and growth is
-            # measured from the state before the loss.
+            # measured from the state before the loss -- except after persistent
+            # congestion, which collapses the window to the minimum (RFC 9002 §7.6.2)
+            # and leaves the stack in slow start: growth counts from the collapse.
             if group is None:
                 group = self.loss_group = {"t": t, "before": before, "new": False, "ambiguous": False,
                                            "pc": False, "index": index}
             group["new"] |= truth.new_event
             group["ambiguous"] |= truth.ambiguous
             group["pc"] |= kind == PERSISTENT_CONGESTION
+            if kind == PERSISTENT_CONGESTION:
+                group["collapsed"] = after
             if kind != ACKED or self.provisional_loss:
                 group["after"] = after
             if kind == ACKED:
                 self.close_loss_group()
                 if not ev.spurious:
-                    base = group["before"] if self.provisional_loss else before
+                    base = before
+                    if self.provisional_loss:
+                        base = group.get("collapsed", group["before"])
                     self.check_ack(index, ev, base, after, truth, after.cwnd - base.cwnd)
             return
         grew = cwnd - before.cwnd
-        if _rolled_back(before, after):
+        if _rolled_back(before, after, self.reduced_from):
             # The stack undid its last reduction (RFC 9438 §4.9 lets it; quiche does so
             # after a few losses): the window returns to where it was, not growth.
             return
@@ -311,8 +328,11 @@ class Checker:
     def judge_reduction(self, index, t, before, after, new_event: bool) -> None:
         """RFC 9002 §7.3.2 / RFC 9438 §4.6: one reduction per recovery period, by β."""
         grew = after.cwnd - before.cwnd
+        if grew < 0:
+            self.reduced_from = before.cwnd
         if new_event:
             if before.cwnd > self.floor and grew >= 0:
+                self.missed_period = t
                 self.flag("missing-reduction", index, t,
                           f"new congestion event at t={t} (a packet sent after the previous recovery "
                           f"start was lost or CE-marked) but cwnd went {before.cwnd} -> {after.cwnd}")
@@ -327,7 +347,10 @@ class Checker:
     def check_ack(self, index, ev, before, after, truth, grew) -> None:
         t, flag = ev.t, self.flag
         acked = ev.acked_bytes
-        if grew > 0 and truth.ack_in_recovery and not truth.ambiguous:
+        # A stack that never entered this recovery period (missing-reduction, reported
+        # once) grows on its ACKs as a consequence: not a second finding.
+        entered = truth.recovery_start != self.missed_period
+        if grew > 0 and truth.ack_in_recovery and not truth.ambiguous and entered:
             flag("growth-in-recovery", index, t,
                  f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent before the recovery "
                  f"start t={truth.recovery_start}")

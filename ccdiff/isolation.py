@@ -10,8 +10,10 @@ stack's `adapter-error` finding and goes on with the other stacks.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,15 @@ from .remote import env_name
 from .stacks import load_recipes
 
 START_WAIT_S = 20.0
+PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
+
+
+def die_with_parent(sig: int = signal.SIGTERM):
+    """A Popen preexec_fn: the child gets `sig` when ccdiff dies, even by SIGKILL, so no
+    helper process (isolation server, fuzzing engine) outlives the run that started it."""
+    def preexec() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+    return preexec
 
 
 @contextlib.contextmanager
@@ -29,7 +40,7 @@ def isolated(step_timeout_s: float = 60.0):
     """Route every native stack to a local `ccdiff serve` child for the duration."""
     log = tempfile.TemporaryFile(mode="w+")
     server = subprocess.Popen([sys.executable, "-m", "ccdiff", "serve", "--host", "127.0.0.1", "--port", "0"],
-                              stdout=subprocess.DEVNULL, stderr=log)
+                              stdout=subprocess.DEVNULL, stderr=log, preexec_fn=die_with_parent())
     saved = dict(os.environ)
     try:
         port = _wait_for_port(server, log)

@@ -21,6 +21,7 @@ class Profile:
     cwnd_rel_tolerance: float = 0.25   # |stack - oracle| / oracle before divergence counts
     sustain_events: int = 16           # consecutive ACKs beyond tolerance that make a finding
     min_window_datagrams: int = 2
+    ecn: bool = True                   # False: the stack ignores ECN counts (no ECT sent)
     deviations: list = field(default_factory=list)
 
     def explaining(self, invariant: str) -> list:
@@ -50,4 +51,5 @@ def load_profile(recipe) -> Profile:
                    cwnd_rel_tolerance=float(divergence.get("cwnd_rel_tolerance", 0.25)),
                    sustain_events=int(divergence.get("sustain_events", 16)),
                    min_window_datagrams=int(data.get("min_window_datagrams", 2)),
+                   ecn=bool(data.get("ecn", True)),
                    deviations=deviations)

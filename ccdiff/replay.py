@@ -73,14 +73,16 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
             runs[ref] = _open_run(resolve(ref, recipes), trace, hidden=True)
     # Every controller sees the same resolved events, whatever they answer, so the
     # ledger can resolve the whole trace first; remote controllers batch them.
-    ledger, truth = Ledger(trace.header), Truth()
+    ledger = Ledger(trace.header)
+    truths = {True: Truth(), False: Truth(ecn=False)}   # the trace's timeline with / without ECN
     resolved = [ledger.resolve(event) for event in trace.events]
     active = list(runs.values())
     for run in active:
         if hasattr(run.controller, "prefetch"):
             run.controller.prefetch(resolved)
     for index, ev in enumerate(resolved):
-        truth.update(ev)
+        for truth in truths.values():
+            truth.update(ev)
         for run in active:
             if run.error is not None:
                 continue
@@ -93,7 +95,7 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
             before = run.snapshots[-1] if run.snapshots else None
             run.snapshots.append(snap)
             if check:
-                run.checker.check(index, ev, before, snap, truth)
+                run.checker.check(index, ev, before, snap, truths[run.profile.ecn])
     findings = []
     for run in runs.values():
         if hasattr(run.controller, "close"):

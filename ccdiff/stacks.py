@@ -142,8 +142,10 @@ def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):
 
 def available() -> list[dict]:
     """Every stack and version, with whether it is built (for `ccdiff stacks`)."""
+    from .build import is_stale
     from .remote import hello
-    rows = [{"stack": name, "version": "", "built": True, "note": note} for name, note in ORACLES.items()]
+    rows = [{"stack": name, "version": "", "built": True, "stale": False, "note": note}
+            for name, note in ORACLES.items()]
     for recipe in load_recipes().values():
         versions = list(recipe.versions)
         remote = hello(recipe.name)      # served by an adapter container: what it has built
@@ -155,8 +157,9 @@ def available() -> list[dict]:
             versions += sorted(p.name for p in folder.iterdir() if p.name.startswith("local-"))
         for version in versions:
             built = version in served if remote is not None else recipe.library(version).exists()
+            stale = remote is None and version in recipe.versions and is_stale(recipe, version)
             names = [recipe.name] + sorted(recipe.aliases)
             for name in names:
-                rows.append({"stack": name, "version": version, "built": built,
+                rows.append({"stack": name, "version": version, "built": built, "stale": stale,
                              "note": recipe.aliases.get(name, "") or ", ".join(recipe.options)})
     return rows

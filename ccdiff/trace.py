@@ -261,6 +261,8 @@ def parse_trace_text(text: str, source: str = "<string>") -> Trace:
 
 def load_trace(path: str) -> Trace:
     """Read a trace file; unreadable or non-UTF-8 files become TraceError too."""
+    if "\0" in path:   # open() would raise ValueError, not OSError
+        raise TraceError(path.replace("\0", "\\0"), 0, "cannot read: the path contains a NUL byte")
     try:
         with open(path, encoding="utf-8") as fh:
             return parse_lines(fh, path)

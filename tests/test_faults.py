@@ -70,3 +70,29 @@ def test_matrix_isolated_keeps_going_after_a_crash(home):
     doc = json.loads(out.read_text())
     assert len(doc["errors"]) == 2          # one per trace: the run went on after the first crash
     assert {c["stack"] for c in doc["cells"]} == {"faulty:fault=crash"}
+
+
+def test_fuzz_triage_never_replays_a_crashing_input_in_process(home, tmp_path):
+    """An engine's crash file on which the stack's own code segfaults is stored as a native
+    crash; replaying it in ccdiff's process would have killed the campaign (here: the
+    child below), losing everything not yet triaged."""
+    harness = tmp_path / "harness.sh"
+    harness.write_text("#!/bin/sh\ncat > /dev/null\nkill -SEGV $$\n")
+    harness.chmod(0o755)
+    crash = tmp_path / "id:000000,sig:11"
+    crash.write_bytes(bytes([0, 0x80, 1, 0xFF, 0, 0]))      # send, wait 255 ms, send: past at=0
+    spec = "faulty:fault=crash,at=0"
+    script = f"""
+from pathlib import Path
+from types import SimpleNamespace
+from ccdiff.fuzzing.command import _triage_files
+from ccdiff.fuzzing.triage import Triage
+triage = Triage(Path({str(tmp_path / "findings")!r}), {spec!r}, {spec!r})
+campaign = SimpleNamespace(exe=Path({str(harness)!r}), direct_env={{}})
+_triage_files(triage, [Path({str(crash)!r})], "afl", set(), campaign)
+print(sorted(triage.stored))
+"""
+    env = dict(os.environ, CCDIFF_HOME=str(home), CCDIFF_BUILD_DIR=str(home / "build"), PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['native-crash--signal-11']"

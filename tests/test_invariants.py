@@ -246,3 +246,20 @@ def test_an_undo_is_not_growth():
         return perturb
     assert check(flow, jump_back(keep_recovery_start=False)) == set()
     assert "ca-growth-bound" in check(flow, jump_back(keep_recovery_start=True))
+
+
+def test_truth_without_ecn_ignores_ce_marks():
+    """A stack that ignores ECN (profile `ecn = false`) is judged on a timeline where an
+    ECN-CE mark starts no recovery period; the default timeline treats it as RFC 9002 §7.1 does."""
+    flow = Flow()
+    flight = flow.send(2)
+    flow.wait(RTT)
+    flow.ack(flight[:1], ecn_ce=True)
+    ledger = Ledger(flow.trace().header)
+    with_ecn, without = Truth(), Truth(ecn=False)
+    for event in flow.trace().events:
+        ev = ledger.resolve(event)
+        with_ecn.update(ev)
+        without.update(ev)
+    assert with_ecn.signal and with_ecn.recovery_start == ev.t
+    assert not without.signal and without.recovery_start is None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the adapter-overhead drivers:  build.sh OUT_DIR
-# env (set by bench/bench_adapters.py from the stacks' build folders):
+# env (set by bench/bench_adapters.py from the stacks' build folders); a stack
+# whose variable is unset is skipped (bench/run_all.py --quick builds the C ones only):
 #   NGTCP2_SRC    ngtcp2 tree (lib/ at its top), NGTCP2_GEN its generated
 #                 version.h folder (build/ngtcp2/<v>/gen)
 #   PICOQUIC_SRC  picoquic tree (picoquic/cubic.c under it)
@@ -23,14 +24,17 @@ CC=${CC:-gcc}
 
 # ngtcp2: adapter build.sh's CFLAGS and upstream files (the rtb stand-in
 # ngd_rtb.c is the adapter's, not needed here).
+if [ -n "${NGTCP2_SRC:-}" ]; then
 LIB=$NGTCP2_SRC/lib
 "$CC" -std=c11 -D_GNU_SOURCE -fPIC -O2 -g -Wall -fvisibility=hidden \
   -DNGTCP2_STATICLIB -I"$NGTCP2_GEN" -I"$LIB/includes" -I"$LIB" -I"$INCLUDE" \
   -o "$OUT/ngtcp2_bare" "$HERE/ngtcp2_bare.c" \
   "$LIB"/ngtcp2_{cc,rst,log,fmt,str,conv,vec,unreachable}.c -lm
+fi
 
 # picoquic: adapter build.sh's CFLAGS; cubic.c/newreno.c are #included by
 # picoquic_bare.c as by adapter.c; --gc-sections drops the rest of frames.c.
+if [ -n "${PICOQUIC_SRC:-}" ]; then
 PQ=$PICOQUIC_SRC/picoquic
 PQINC=(-I "$PQ" -I "$INCLUDE")
 [ -d "$PICOQUIC_SRC/../picotls/include" ] && PQINC+=(-I "$PICOQUIC_SRC/../picotls/include")
@@ -43,9 +47,11 @@ for f in cc_common pacing frames; do
 done
 "$CC" -Wl,--gc-sections -o "$OUT/picoquic_bare" "$OUT/picoquic/bare.o" \
   "$OUT"/picoquic/{cc_common,pacing,frames}.o -lm
+fi
 
 # quiche: stage the crate, point it at the patched quiche, start from the
 # adapter's lock so every dependency has the adapter's version.
+if [ -n "${QUICHE_TREE:-}" ]; then
 CRATE=$OUT/quiche-bare
 mkdir -p "$CRATE/src"
 cp "$HERE/quiche/src/main.rs" "$CRATE/src/main.rs"
@@ -54,4 +60,5 @@ cp "$QUICHE_TREE/adapter/Cargo.lock" "$CRATE/Cargo.lock"
 CARGO_TARGET_DIR=$OUT/target ${CARGO:-cargo} build --release --quiet --manifest-path "$CRATE/Cargo.toml" \
   || die "cargo build failed"
 cp "$OUT/target/release/quiche_bare" "$OUT/quiche_bare"
-echo "adapter_overhead/build.sh: built $OUT/{adapter_loop,ngtcp2_bare,picoquic_bare,quiche_bare}" >&2
+fi
+echo "adapter_overhead/build.sh: built the drivers in $OUT" >&2

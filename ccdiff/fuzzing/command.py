@@ -86,16 +86,17 @@ class Status:
 
 
 def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=None) -> None:
-    """Replay each new file; a crash (campaign given) the replay does not explain is run
-    through the harness itself: a sanitizer report or a signal in the stack's code."""
+    """Replay each new file.  A crash or hang (campaign given) first runs through the harness
+    itself: if the stack's own code crashes or hangs on it, it is stored as such and never
+    replayed in this process."""
     for path in files:
         if path in done:
             continue
         done.add(path)
-        data, explained = path.read_bytes(), []
-        triage.add_input(data, engine, str(path), explained)
-        if campaign is not None and explained == [False]:
-            triage.add_native_crash(data, engine, campaign.exe, campaign.direct_env, str(path))
+        data = path.read_bytes()
+        if campaign is None or triage.add_native_crash(data, engine, campaign.exe, campaign.direct_env,
+                                                       str(path)) is None:
+            triage.add_input(data, engine, str(path))
 
 
 def _interrupt(signum, frame):

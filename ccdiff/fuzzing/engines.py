@@ -15,7 +15,6 @@ corpus folder and the crash folder.
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import re
@@ -25,20 +24,16 @@ import subprocess
 import threading
 from pathlib import Path
 
+from ..isolation import die_with_parent
 from .harness import harness, harness_env
 from .toolchain import honggfuzz_home, program
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
-PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
-
-
-def _die_with_parent() -> None:
-    """In the engine's process before exec: SIGINT (save and exit) when ccdiff dies."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
 
 
 def _popen(cmd: list, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, **kwargs)
+    """An engine process; SIGINT (save and exit) when ccdiff dies."""
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent(signal.SIGINT), **kwargs)
 
 
 class Campaign:
@@ -132,10 +127,12 @@ class Afl(Campaign):
         return {"execs_per_sec": execs, "coverage": f"{cover:.2f}% map", "corpus": paths, "crashes": crashes}
 
     def crash_files(self) -> list:
-        """Every instance's, this run's or not (a killed worker's crashes are triaged by the
-        next worker on the folder, whatever its name), in crashes/ and in the crashes.<date>/
-        folders a resumed AFL++ moves earlier ones into.  Triage stores each finding once."""
-        return sorted(f for inst in self._instances(everyone=True) for f in inst.glob("crashes*/id:*"))
+        """Crashes and hangs of every instance, this run's or not (a killed worker's are
+        triaged by the next worker on the folder, whatever its name), including the
+        crashes.<date>/ folders a resumed AFL++ moves earlier ones into.  Triage stores
+        each finding once."""
+        return sorted(f for inst in self._instances(everyone=True)
+                      for pattern in ("crashes*/id:*", "hangs/id:*") for f in inst.glob(pattern))
 
     def queue_files(self) -> list:
         return sorted(f for inst in self._instances() for f in (inst / "queue").glob("id:*"))

@@ -22,7 +22,7 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..build import ensure_built, fetch, unpack
+from ..build import ensure_built, fetch, recipe_digest, unpack
 from ..errors import SetupError
 from ..stacks import LIBRARY_NAME, Target
 from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
@@ -113,7 +113,8 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
                      # alive despite --gc-sections.
                      CCDIFF_EXTRA_LDFLAGS="-Wl,-z,undefs -fuse-ld=lld")
     stamp = out / "build-knobs.json"
-    if library.exists() and stamp.exists() and json.loads(stamp.read_text()) == knobs:
+    made_of = dict(knobs, recipe=recipe_digest(target.recipe))   # rebuilt when the adapter changes
+    if library.exists() and stamp.exists() and json.loads(stamp.read_text()) == made_of:
         return library
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version, **knobs)
@@ -121,7 +122,7 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
     log.write_text("")
     _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
          f"{target.label} for {engine}")
-    stamp.write_text(json.dumps(knobs, sort_keys=True))
+    stamp.write_text(json.dumps(made_of, sort_keys=True))
     return library
 
 
@@ -192,4 +193,27 @@ def tool(out_dir: Path | None = None) -> Path:
     log.write_text("")
     _run([program("gcc"), "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=c11", "-I", str(include_dir()),
           "-o", str(exe), *map(str, srcs)], dict(os.environ), log, "fz_tool")
+    return exe
+
+
+def decode_harness(engine: str = "plain", sanitize: bool = True) -> Path:
+    """fz_decode_fuzz (decoder + ledger + JSONL writer, no stack): under AFL++ for the
+    long hostile-input run (bench/bench_hostile.py), plain for tests; ASan + UBSan by default."""
+    if engine not in ("afl", "plain"):
+        raise SetupError(f"the decode harness builds for afl or plain, not {engine!r}")
+    out = fuzz_build_dir() / "tools"
+    exe = out / (f"fz_decode_fuzz-{engine}" + ("-asan" if sanitize else ""))
+    sources = [driver_dir() / s for s in ("fz_decode_fuzz.c", "fz_decode.c", "fz_ledger.c")]
+    info = exe.with_suffix(".json")
+    stamp = {"sources": {s.name: s.stat().st_mtime_ns for s in sources}}
+    with _locked():
+        if exe.exists() and info.exists() and json.loads(info.read_text()) == stamp:
+            return exe
+        out.mkdir(parents=True, exist_ok=True)
+        cc = program("afl-clang-fast") if engine == "afl" else program("clang" if sanitize else "gcc")
+        flags = ["-O1", "-g", "-Wall", "-std=gnu11", "-I", str(include_dir())] + (ASAN.split() if sanitize else [])
+        log = exe.with_suffix(".log")
+        log.write_text("")
+        _run([cc, *flags, "-o", str(exe), *map(str, sources)], dict(os.environ), log, exe.name)
+        info.write_text(json.dumps(stamp))
     return exe

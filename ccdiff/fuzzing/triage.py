@@ -193,17 +193,14 @@ class Triage:
     def replay_command(self, stored: Stored) -> str:
         return f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} --stack {self.spec}"
 
-    def add_input(self, data: bytes, engine: str, source: str = "", explained: list | None = None) -> list:
-        """Triage one input; returns the Stored entries it created (findings new to the store).
-        `explained` (if given) receives whether the replay showed any violation."""
+    def add_input(self, data: bytes, engine: str, source: str = "") -> list:
+        """Triage one input; returns the Stored entries it created (findings new to the store)."""
         if data in self.seen_inputs:
             return []
         self.seen_inputs.add(data)
         trace = decode(data, name="fuzz")
         touched = []
         found = signatures(trace, self.spec)
-        if explained is not None:
-            explained.append(bool(found))
         for key, sig in found.items():
             stored = self.stored.get(key) or self._load(key)   # another run's?
             if stored is not None:
@@ -221,21 +218,16 @@ class Triage:
                 touched.append(stored)
         return touched
 
-    def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list:
-        """A crash the Python replay does not explain (no invariant broken): a sanitizer
-        report or a signal in the stack's C code.  Stored with the harness's stderr."""
-        result = subprocess.run([str(exe)], input=data, env=dict(env, CCDIFF_FUZZ_NO_ABORT="1"),
-                                capture_output=True, timeout=60)
-        text = result.stderr.decode(errors="replace")
-        match = re.search(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer): ?([\w-]*)", text)
-        if match:
-            kind = f"{match.group(1).lower()}-{match.group(2) or 'error'}"
-        elif "runtime error" in text:
-            kind = "ubsan-runtime-error"
-        elif result.returncode < 0:
-            kind = f"signal-{-result.returncode}"
-        else:
-            return []    # does not crash outside the engine: flaky or a timeout
+    def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list | None:
+        """An input the engine saw crash or hang, run through the harness itself first.
+        If the stack's own code crashes on it (a signal, a sanitizer report) or hangs, it is
+        stored with the harness's stderr and must not be replayed in-process (it would take
+        ccdiff down with it): returns the new entries.  Returns None when the harness
+        finishes normally (an invariant violation, reported with CCDIFF_FUZZ_NO_ABORT):
+        then `add_input` is safe and judges it."""
+        kind, text = native_failure(exe, env, data)
+        if kind is None:
+            return None
         sig = Signature(self.stack_label, "native-crash", kind)
         if sig.key in self.stored or self._load(sig.key) is not None:
             return []
@@ -258,6 +250,30 @@ class Triage:
         tmp = path.with_name(f".finding.json.{os.getpid()}")
         tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
+
+
+NATIVE_TIMEOUT_S = 10   # a harness run of one input takes milliseconds
+
+
+def native_failure(exe: Path, env: dict, data: bytes) -> tuple:
+    """(kind, stderr) if the harness crashes or hangs on `data` although invariant violations
+    only report (CCDIFF_FUZZ_NO_ABORT=1): a signal, a sanitizer report or a hang in the
+    stack's own code.  (None, stderr) when it finishes normally."""
+    try:
+        result = subprocess.run([str(exe)], input=data, env=dict(env, CCDIFF_FUZZ_NO_ABORT="1"),
+                                capture_output=True, timeout=NATIVE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        return "hang", (exc.stderr or b"").decode(errors="replace") + \
+            f"\nno result within {NATIVE_TIMEOUT_S} s\n"
+    text = result.stderr.decode(errors="replace")
+    match = re.search(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer): ?([\w-]*)", text)
+    if match:
+        return f"{match.group(1).lower()}-{match.group(2) or 'error'}", text
+    if "runtime error" in text:
+        return "ubsan-runtime-error", text
+    if result.returncode < 0:
+        return f"signal-{-result.returncode}", text
+    return None, text
 
 
 def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:

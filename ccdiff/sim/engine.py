@@ -67,7 +67,7 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
     checker = Checker(target.label, mds, target.family, profile.min_window_datagrams, provisional)
     try:
-        sim = _Sim(s, seed, header, controller, checker, check)
+        sim = _Sim(s, seed, header, controller, checker, check, Truth(ecn=profile.ecn))
         sim.run()
     finally:
         if hasattr(controller, "close"):
@@ -89,9 +89,11 @@ def _profile(recipe):
 class _Sim:
     """State of one run.  run() keeps hot variables local; see simulate()."""
 
-    def __init__(self, s: Scenario, seed: int, header: Header, controller, checker: Checker, check: bool):
+    def __init__(self, s: Scenario, seed: int, header: Header, controller, checker: Checker, check: bool,
+                 truth: Truth):
         self.s, self.seed, self.header = s, seed, header
         self.controller, self.checker, self.check = controller, checker, check
+        self.truth = truth           # the run's RFC 9002 timeline, as the stack's profile sees ECN
         self.events = []
         self.error = None
         self.completion_us = None
@@ -103,7 +105,7 @@ class _Sim:
         mds = s.max_datagram_size
         events = self.events
         append_event = events.append
-        ledger, truth = Ledger(self.header), Truth()
+        ledger, truth = Ledger(self.header), self.truth
         resolve_ev, truth_update = ledger.resolve, truth.update
         step = self.controller.step
         checker = self.checker

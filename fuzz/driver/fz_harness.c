@@ -26,6 +26,8 @@ static void setup(void) {
   const char *opts = getenv("CCDIFF_FUZZ_OPTIONS");
   no_abort = getenv("CCDIFF_FUZZ_NO_ABORT") && *getenv("CCDIFF_FUZZ_NO_ABORT") == '1';
   config = (ccd_config){FZ_MAX_DATAGRAM_SIZE, 0, FZ_INITIAL_RTT_US, opts ? opts : ""};
+  /* Which adapter build this is (tests check quiche's builds keep overflow checks). */
+  if (getenv("CCDIFF_FUZZ_DESCRIBE")) fprintf(stderr, "ccdiff-fuzz: adapter: %s\n", ccd_describe());
   if (ccd_abi_version() != CCD_ABI_VERSION) {
     fprintf(stderr, "ccdiff-fuzz: adapter speaks ABI %u, harness %d\n", ccd_abi_version(), CCD_ABI_VERSION);
     exit(2);

@@ -321,6 +321,15 @@ static int ngd_on_lost(ngd_ctl *ctl, const ccd_event *ev, ngtcp2_tstamp ts) {
   int64_t *p;
   size_t i;
 
+  /* A lost after persistent_congestion at the same time is a later loss
+     detection (the trace orders it after the collapse, docs/trace-format.md);
+     merged into the pending batch it would be applied before the collapse,
+     which then erases the recovery period it starts.  Commit the collapsed
+     batch first, through the timer path. */
+  if (pl->active && pl->persistent) {
+    ngd_loss_timer(ctl, &ctl->cc, 1);
+  }
+
   if (pl->n + ev->n_packets > pl->cap) {
     p = realloc(pl->pkt_nums, (pl->n + ev->n_packets) * sizeof(*p));
     if (p == NULL) {

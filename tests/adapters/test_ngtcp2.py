@@ -305,3 +305,24 @@ def test_known_bug_avoidance_without_epoch_after_persistent_congestion():
     assert ack_cwnds(events, snaps)[-4:] == [4800, 6000, 240, 1440]
     assert snaps[-1].epoch_start_us is None
     assert "cwnd-below-minimum" in {f.invariant for f in findings}
+
+
+def test_loss_after_persistent_congestion_at_the_same_time_starts_recovery():
+    """A lost that follows persistent_congestion at the same time is applied after the collapse.
+
+    Found by fuzzing (a harness defect, fixed in the adapter): the adapter merged it into the
+    pending batch, which ngtcp2 applies before persistent congestion (rtb.c:1159, 1178-1185),
+    so the collapse erased the recovery period the later loss starts and the ACK of a packet
+    sent at that instant grew the window (growth-in-recovery).  Now the collapsed batch is
+    committed first (loss-timer path): cwnd 2400, then pn 41's loss (sent at 30 ms, not in
+    recovery) is a congestion event at 40 ms: ssthresh = max(1680, 2400) = cwnd = 2400 and
+    the recovery start is 40 ms, so pn 51 (sent at 40 ms <= start, cc.c:113-117) is not credited.
+    """
+    events = ([sent(30_000, pn) for pn in (41, 42, 46, 47)]
+              + [dict(t=40_000, ev="lost", pns=[[46, 47]]), dict(t=40_000, ev="persistent_congestion"),
+                 dict(t=40_000, ev="lost", pns=[41]), sent(40_000, 51), dict(t=50_000, ev="ack", pns=[51])])
+    snaps, findings = run(events)
+    assert snaps[5].cwnd == 2 * MDS and snaps[5].recovery_start_us is None
+    assert (snaps[6].cwnd, snaps[6].recovery_start_us) == (2400, 40_000)
+    assert (snaps[8].cwnd, snaps[8].recovery_start_us) == (2400, 40_000)
+    assert not [f for f in findings if f.status == "violation"]

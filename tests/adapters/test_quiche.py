@@ -405,6 +405,23 @@ def test_app_limited_modes():
     assert s.run("quiche@0.30.0:hystart=off,app_limited=trace")["ack"].cwnd == 12000 + 5 * MDS
 
 
+def test_ecn_ce_is_no_congestion_signal_on_quiche_s_timeline():
+    """Harness defect found by fuzzing, fixed (profile `ecn = false`, Truth(ecn=False)): quiche
+    never sees CE on a real path (it sends no ECT), yet the checker opened a recovery period at
+    the CE-marked ACK and blamed quiche's ordinary growth on it as growth-in-recovery, and the
+    next loss as a second reduction (excess-reduction).  The oracle still reduces on CE."""
+    lines = [{"ccdiff_trace": 1, "max_datagram_size": MDS},
+             {"t": 0, "ev": "sent", "pn": 2, "bytes": MDS},
+             {"t": 10 * MS, "ev": "ack", "pns": [2], "ecn_ce": True},
+             {"t": 10 * MS, "ev": "sent", "pn": 3, "bytes": MDS},
+             {"t": 20 * MS, "ev": "lost", "pns": [3]}]
+    result = replay(parse_trace_text("\n".join(json.dumps(x) for x in lines)), ["quiche@0.30.0", "oracle"])
+    quiche = [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots]
+    assert quiche == [12000, 13200, 13200, 9240]          # CE ignored, the loss is the first event
+    assert result.runs["oracle"].snapshots[1].cwnd == 8400
+    assert not result.violations
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_ecn_ce_and_persistent_congestion_are_ignored(version):
     """quiche sends no ECT (lib.rs:4589) and LegacyRecovery never declares persistent

@@ -383,12 +383,24 @@ pub extern "C" fn ccd_describe() -> *const c_char {
         let idle = if q::HAS_IDLE_FIX { "" } else { " (this version: off only)" };
         CString::new(format!(
             "quiche {} cubic; options: cc=cubic|reno, idle_fix=on|off{idle}, \
-             hystart=on|off, app_limited=conn|cc|trace",
-            q::VERSION
+             hystart=on|off, app_limited=conn|cc|trace; {}",
+            q::VERSION,
+            build_checks()
         ))
         .unwrap()
     })
     .as_ptr()
+}
+
+/// What this build keeps armed (Cargo.toml [profile.release]), so tests can see that
+/// every build, the plain one and the fuzzers' sancov one, kept it.
+fn build_checks() -> String {
+    let on = |armed: bool| if armed { "on" } else { "off" };
+    // overflow-checks has no stable cfg: probe it (the hook records the panic, never prints).
+    install_panic_hook();
+    let overflow = catch_unwind(|| std::hint::black_box(u32::MAX) + std::hint::black_box(1)).is_err();
+    let _ = panic_message();
+    format!("debug-assertions {}, overflow-checks {}", on(cfg!(debug_assertions)), on(overflow))
 }
 
 fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {

@@ -1,0 +1,62 @@
+"""The benchmark entry points run end to end (smoke forms; no speed is asserted here:
+speed targets live in bench/ and its results, never in timed tests)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def run(script: str, *args, timeout=900):
+    return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_run_all_quick_measures_every_part_in_one_table(tmp_path):
+    done = run("run_all.py", "--quick", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(next(tmp_path.glob("bench-*-quick.json")).read_text())
+    assert set(doc["parts"]) == {"oracle", "adapters", "fuzz", "ttf", "conform"}
+    assert doc["machine"]["nproc"] >= 1 and doc["machine"]["cpu_model"]
+    parts = doc["parts"]
+    assert parts["oracle"]["alone"] > 0 and parts["oracle"]["checked"] > 0
+    assert [r["stack"] for r in parts["adapters"]] == ["ngtcp2@1.25.0", "picoquic@1.1.53.0"]
+    assert all(r["same_end_state"] for r in parts["adapters"])      # bare and adapter loops agree
+    assert {(r["engine"], r["stack"]) for r in parts["fuzz"]} == {("afl", "quiche@0.26.0"),
+                                                                  ("honggfuzz", "quiche@0.26.0")}
+    assert all(r["execs_per_sec"] > 0 for r in parts["fuzz"])
+    for row in parts["ttf"]:             # each engine found the death spiral's root cause
+        assert row["median_s"] is not None and row["invariants"] == ["future-recovery-start"], row
+    conform = parts["conform"]
+    assert conform["runs"] == conform["stacks"] >= 2 and conform["totals"]["errors"] == 0
+    assert conform["simulated_s"] > 0 and conform["main_max_rss_mb"] > 0 and conform["worker_max_rss_mb"] > 0
+    table = (tmp_path / Path(next(tmp_path.glob("bench-*-quick.json")).name).with_suffix(".md")).read_text()
+    assert table.count("\n| ") == len(doc["table"]) + 1 and "load average" in table
+    assert table in done.stdout
+
+
+def test_hostile_bench_smoke_finds_nothing(tmp_path):
+    done = run("bench_hostile.py", "--seconds", "3", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(next(tmp_path.glob("hostile-*.json")).read_text())
+    assert doc["c_decoder"]["inputs"] > 0 and doc["c_decoder"]["crashes"] == []
+    for name, stats in doc["python"].items():
+        assert stats["inputs"] > 0 and stats["crashes"] == [], name
+
+
+def test_hostile_campaign_reports_an_escaping_exception(monkeypatch):
+    """A property that lets an exception escape is a crash, listed with its shrunk input."""
+    import bench_hostile
+
+    def check(value):
+        if value > 1000:
+            raise KeyError("not a documented error")
+
+    monkeypatch.setattr(bench_hostile, "TARGETS", {"planted": (st.integers(), check)})
+    stats = bench_hostile.python_campaign(0.5)["planted"]
+    assert stats["inputs"] > 0 and stats["crashes"]
+    assert stats["crashes"][0]["input"] == "1001" and "KeyError" in stats["crashes"][0]["error"]

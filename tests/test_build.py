@@ -1,0 +1,58 @@
+"""`ccdiff build`: a build made from adapter sources that changed since is stale and rebuilt."""
+import hashlib
+import io
+import json
+import tarfile
+
+from ccdiff.build import ensure_built, is_stale, recipe_digest
+from ccdiff.stacks import load_recipes
+
+BUILD_SH = """#!/bin/sh
+# $1: upstream source (unused here), $2: output folder
+cc -shared -fPIC -o "$2/libccdiff_adapter.so" "$(dirname "$0")/adapter.c"
+echo built >> "$2/times-built"
+"""
+
+
+def _home(tmp_path, monkeypatch):
+    """A stack `tiny` whose 'upstream' is nothing and whose adapter is one C file."""
+    stack = tmp_path / "implementations" / "tiny"
+    stack.mkdir(parents=True)
+    (tmp_path / "implementations" / "include").mkdir()
+    (tmp_path / "implementations" / "include" / "ccdiff_adapter.h").write_text("/* ABI */\n")
+    archive = tmp_path / "tiny-1.0.tar.gz"               # the pinned "release": one README
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("tiny-1.0/README")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"tiny\n"))
+    sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+    (stack / "stack.toml").write_text(f'name = "tiny"\nlanguage = "c"\ndefault_version = "1.0"\n[[versions]]\n'
+                                      f'version = "1.0"\nurl = "{archive.as_uri()}"\nsha256 = "{sha}"\n')
+    (stack / "build.sh").write_text(BUILD_SH)
+    (stack / "adapter.c").write_text("int ccd_abi_version(void) { return 1; }\n")
+    (stack / "profile.toml").write_text("")
+    monkeypatch.setenv("CCDIFF_HOME", str(tmp_path))
+    monkeypatch.setenv("CCDIFF_BUILD_DIR", str(tmp_path / "build"))
+    out = tmp_path / "build" / "tiny" / "1.0"
+    out.mkdir(parents=True)
+    return stack, out
+
+
+def test_an_adapter_edit_makes_the_build_stale_and_ensure_built_rebuilds_it(tmp_path, monkeypatch):
+    stack, out = _home(tmp_path, monkeypatch)
+    recipe = load_recipes()["tiny"]
+    digest = recipe_digest(recipe)
+    (out / "libccdiff_adapter.so").write_bytes(b"")      # a build of these very sources
+    (out / "build-info.json").write_text(json.dumps({"recipe": digest, "sanitize": False}))
+    assert not is_stale(recipe, "1.0")
+    (stack / "profile.toml").write_text("# deviations are read at run time, not built\n")
+    assert recipe_digest(recipe) == digest and not is_stale(recipe, "1.0")
+    (stack / "adapter.c").write_text("int ccd_abi_version(void) { return 2; }\n")
+    assert recipe_digest(recipe) != digest and is_stale(recipe, "1.0")
+    (out / "times-built").write_text("")
+    ensure_built("tiny")
+    assert (out / "times-built").read_text() == "built\n" and not is_stale(recipe, "1.0")
+    ensure_built("tiny")                                    # current now: not built again
+    assert (out / "times-built").read_text() == "built\n"
+    (tmp_path / "implementations" / "include" / "ccdiff_adapter.h").write_text("/* ABI v2 */\n")
+    assert is_stale(recipe, "1.0")                          # the ABI header counts too
