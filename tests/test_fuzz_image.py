@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ccdiff.build import recipe_digest
 from ccdiff.errors import SetupError
 from ccdiff.fuzzing import harness as harness_module
 from ccdiff.stacks import load_recipes, resolve
@@ -58,7 +59,7 @@ def test_prebuilt_harness_is_used_without_building(tmp_path, monkeypatch):
     out.mkdir(parents=True)
     (out / "libccdiff_adapter.so").write_text("prebuilt")
     knobs = {"CCDIFF_SANITIZE": "0", "RUSTFLAGS": harness_module.RUST_SANCOV,
-             "CARGO_BUILD_TARGET": "x86_64-unknown-linux-gnu"}
+             "CARGO_BUILD_TARGET": "x86_64-unknown-linux-gnu", "recipe": recipe_digest(target.recipe)}
     (out / "build-knobs.json").write_text(json.dumps(knobs, sort_keys=True))
     driver = harness_module.driver_dir()
     sources = [driver / s for s in harness_module.DRIVER_SOURCES] + [driver / "fz_main.c"]
