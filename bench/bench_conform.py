@@ -5,7 +5,7 @@
 Runs `ccdiff conform --scenarios SCENARIO --seeds N` (every built stack and the
 Reno controls, the default; with the HTML reports of failing stacks unless
 --no-report) in a fresh Python process, so that its resource
-usage is its own: peak RSS of the main process (getrusage RUSAGE_SELF) and of
+usage is its own: peak RSS of the main process (VmHWM, see _peak_rss_mb) and of
 the largest worker process (RUSAGE_CHILDREN: Linux reports the largest child,
 not a sum).  The equivalent real-time duration is the sum over runs of the
 simulated time each connection took (metrics.end_us: completion, or the
@@ -38,6 +38,16 @@ def measure(scenario: str = "death-spiral", seeds: int = 100, jobs: int = 0, rep
         return json.loads(figures.read_text())
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak RSS since its exec: VmHWM.  Not getrusage(RUSAGE_SELF).ru_maxrss,
+    which Linux carries across execve from the forked parent (run_all.py, after the 1 M
+    event oracle benchmark, reported 778 MB for a conform run that peaks at 145 MB)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+
+
 def _child(figures: Path, scenario: str, seeds: int, jobs: int, report: bool) -> int:
     """In the fresh process: the CLI's own conform command, then the figures."""
     sys.path.insert(0, str(ROOT))
@@ -59,7 +69,7 @@ def _child(figures: Path, scenario: str, seeds: int, jobs: int, report: bool) ->
         "wall_s": wall, "simulated_s": simulated_us / 1e6, "realtime_ratio": simulated_us / 1e6 / wall,
         "cpu_s": sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                      for f in ("ru_utime", "ru_stime")),
-        "main_max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib / 1e6,
+        "main_max_rss_mb": _peak_rss_mb(),
         "worker_max_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib / 1e6}))
     return 0
 

@@ -15,6 +15,17 @@ export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-ccdiffci}
 if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
 now() { date +%s; }
 fail() { echo "docker/ci.sh: FAIL: $*" >&2; exit 1; }
+# `replay` of the death-spiral example against SPEC (a container) must exit 1 with future-recovery-start.
+replay_death_spiral() {
+  local spec=$1 out=$2 code
+  set +e
+  "${COMPOSE[@]}" run --rm replay examples/death-spiral.jsonl --stack "$spec" >"$out" 2>&1
+  code=$?
+  set -e
+  cat "$out"
+  [ "$code" -eq 1 ] || fail "replay against $spec exit $code (expected 1)"
+  grep -q "future-recovery-start" "$out" || fail "replay against $spec does not show future-recovery-start"
+}
 
 reports=$(mktemp -d /tmp/ccdiff-compose.XXXXXX)
 findings=$(mktemp -d /tmp/ccdiff-findings.XXXXXX)
@@ -77,14 +88,8 @@ done
     echo "the compose network reaches the internet"; exit 1; fi' || fail "runner hardening"
 echo "hardening: read-only root fs, cap_drop ALL, uid 10001, 512 MB adapters, no route out: ok"
 
-set +e
-"${COMPOSE[@]}" run --rm replay examples/death-spiral.jsonl --stack quiche@0.26.0 >"$reports/replay.txt" 2>&1
-code=$?
-set -e
+replay_death_spiral quiche@0.26.0 "$reports/replay.txt"
 t4=$(now)
-cat "$reports/replay.txt"
-[ "$code" -eq 1 ] || fail "replay exit $code (expected 1)"
-grep -q "future-recovery-start" "$reports/replay.txt" || fail "replay does not show future-recovery-start"
 
 # The fuzz profile: two AFL++ workers (scaled replicas, `--worker auto`) on one findings
 # folder.  Both fuzz in one .work/afl, import each other's queue entries, and every
@@ -129,14 +134,8 @@ CCDIFF_QUICHE_SOURCE=$local_src/quiche-0.26.0 "${COMPOSE[@]}" build quiche >"$re
 local_label=$("${COMPOSE[@]}" run --rm -T ccdiff stacks --json \
   | python3 -c 'import json, sys; print(*{r["version"] for r in json.load(sys.stdin) if r["version"].startswith("local-")})')
 [ -n "$local_label" ] || fail "the local-checkout quiche image serves no local-<hash> version"
-set +e
-"${COMPOSE[@]}" run --rm replay examples/death-spiral.jsonl --stack "quiche@$local_label" >"$reports/replay-local.txt" 2>&1
-code=$?
-set -e
+replay_death_spiral "quiche@$local_label" "$reports/replay-local.txt"
 t7=$(now)
-cat "$reports/replay-local.txt"
-[ "$code" -eq 1 ] || fail "replay against quiche@$local_label exit $code (expected 1)"
-grep -q "future-recovery-start" "$reports/replay-local.txt" || fail "local-checkout replay does not show future-recovery-start"
 # Leave the pinned quiche image behind (cached layers: seconds).
 "${COMPOSE[@]}" build quiche >"$reports/build.log" 2>&1 || { tail -40 "$reports/build.log"; fail "quiche image rebuild"; }
 t8=$(now)
