@@ -2,7 +2,7 @@
 # Installs what `ccdiff fuzz` and the fuzzing tests need; quick when already there.
 #   apt:   afl++ (afl-fuzz, afl-clang-fast), clang + lld (honggfuzz targets, lld for
 #          --gc-sections with sancov), libunwind-dev binutils-dev libblocksruntime-dev
-#          (honggfuzz's build dependencies)
+#          (honggfuzz's build dependencies), libclang-rt-14-dev (sanitizer runtimes)
 #   cargo: the `honggfuzz` crate (pinned), whose C source builds honggfuzz and
 #          libhfuzz into $CCDIFF_FUZZ_BUILD_DIR/tools/honggfuzz (default build/fuzz/).
 set -euo pipefail
@@ -14,7 +14,9 @@ need=()
 command -v afl-fuzz >/dev/null && command -v afl-clang-fast >/dev/null || need+=(afl++)
 command -v clang >/dev/null || need+=(clang)
 command -v ld.lld >/dev/null || need+=(lld)
-for pkg in libunwind-dev binutils-dev libblocksruntime-dev; do
+# libclang-rt-14-dev: clang's sanitizer and sancov runtimes (ASan+UBSan builds); apt brings
+# it only as a recommendation of clang, which an install without recommends skips.
+for pkg in libunwind-dev binutils-dev libblocksruntime-dev libclang-rt-14-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
