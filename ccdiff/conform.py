@@ -48,11 +48,27 @@ def split_label(item: str) -> tuple:
     return None, item
 
 
+def check_label(label: str) -> str:
+    """A report name becomes a folder name (OUT/report/<label>, OUT/traces/<scenario>/<label>):
+    refuse what could name a folder outside its place ('..', '.'), be empty, or hide
+    control characters.  Returns the label."""
+    if not label or not label.strip():
+        raise SetupError("a stack's report name is empty (expected NAME=SPEC with a non-empty NAME)")
+    if set(label) <= {"."}:
+        raise SetupError(f"a stack's report name may not be {label!r}: it would name a folder "
+                         "outside the report's own")
+    if any(ord(c) < 32 or ord(c) == 127 for c in label):
+        raise SetupError(f"a stack's report name has a control character: {label!r}")
+    if "/" in label or "\\" in label:
+        raise SetupError(f"a stack's report name may not contain a path separator: {label!r}")
+    return label
+
+
 def _target(item: str, recipes: dict):
     label, spec = split_label(item)
     target = resolve(spec, recipes)
-    if label:
-        target.label = label
+    if label is not None:
+        target.label = check_label(label)
     return target
 
 
@@ -79,7 +95,11 @@ def default_stacks() -> list:
 
 
 def _safe(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9@._-]+", "_", label)
+    """The folder name of a label: never '', '.' or '..' (check_label refuses those first)."""
+    name = re.sub(r"[^A-Za-z0-9@._-]+", "_", label)
+    if set(name) <= {"."}:
+        raise SetupError(f"{label!r} cannot name a folder")
+    return name
 
 
 # -- the worker ----------------------------------------------------------------
@@ -201,6 +221,12 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
     labels = [t.label for t in targets]
     if len(set(labels)) != len(labels):
         raise SetupError(f"a stack is named twice: {', '.join(labels)}")
+    folders: dict = {}
+    for label in labels:   # 'x y' and 'x_y' would share a folder and overwrite each other
+        other = folders.setdefault(_safe(label), label)
+        if other != label:
+            raise SetupError(f"stack names {other!r} and {label!r} would share the folder "
+                             f"{_safe(label)!r}; rename one (NAME=SPEC)")
     from .remote import remote_address
     from .build import is_stale
     for target in targets:   # fail early, in the parent, with the fixing command
@@ -514,7 +540,11 @@ def report_failures(summary: dict, out_dir: str, stacks: list) -> list:
         doc = run_matrix(traces, [spec_of.get(label, label)])
         if not doc["findings"]:
             continue          # failed on the deadline alone: the pass-rate table says so
-        folder = Path(out_dir) / "report" / _safe(label)
+        reports = Path(out_dir) / "report"
+        folder = reports / _safe(label)
+        # Only ever remove one of our own per-stack folders, inside OUT/report.
+        if folder.resolve().parent != reports.resolve():
+            raise SetupError(f"{label!r}: report folder {folder} is not inside {reports}")
         if folder.exists():
             import shutil
             shutil.rmtree(folder)

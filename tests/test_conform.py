@@ -183,3 +183,24 @@ def test_failing_stacks_get_an_html_report(tmp_path):
     index = (folders[0] / "index.html").read_text()
     assert "future-recovery-start" in index
     assert list(folders[0].glob("findings/*/finding.md"))
+
+
+def test_a_dot_dot_label_is_refused_and_deletes_nothing(tmp_path, capsys):
+    """A report name of '..' used to name OUT/report/.. = OUT, which report_failures removed."""
+    out = tmp_path / "out"
+    out.mkdir()
+    keep = out / "precious.txt"
+    keep.write_text("mine")
+    scenario = _short_death_spiral(tmp_path)
+    for label in ("..", ".", "", "a/b", "x\x07y"):
+        assert main(["conform", "--stacks", f"{label}=oracle:idle=last-send", "--scenarios", scenario,
+                     "--seeds", "1", "--jobs", "1", "--out", str(out)]) == 2
+        assert keep.read_text() == "mine"
+    assert "report name" in capsys.readouterr().err
+
+
+def test_labels_that_share_a_folder_are_refused(tmp_path, capsys):
+    """'x y' and 'x_y' sanitise to one folder: one stack's trace would overwrite the other's."""
+    assert main(["conform", "--stacks", "x y=oracle,x_y=oracle:idle=none", "--scenarios", "tail-loss",
+                 "--seeds", "1", "--jobs", "1", "--out", str(tmp_path / "o")]) == 2
+    assert "share the folder" in capsys.readouterr().err
