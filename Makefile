@@ -1,12 +1,17 @@
-# The two commands of README.md.  Both install what they need first.
-PYTHON ?= python3
+# The two commands of README.md.  Both install what they need first, through the one
+# setup step (setup/install.sh, from the one package list setup/debian-packages.txt).
+# PYTHON is the interpreter ccdiff is installed into: setup/python picks the project's
+# .venv when setup had to make one (a Debian python, PEP 668), else python3.
+PYTHON ?= ./setup/python
 EXAMPLES := $(wildcard examples/*.jsonl)
 
-.PHONY: setup run conform test bench clean
+.PHONY: setup setup-test run conform test bench clean
 
-setup:            ## install ccdiff (editable, with test tools) and build every pinned stack
-	$(PYTHON) -m pip install --quiet -e ".[test]"
-	$(PYTHON) -m ccdiff build all
+setup:            ## make, git, ccdiff (editable) with its Python packages, every pinned stack built
+	bash setup/install.sh run
+
+setup-test:       ## setup + what the tests use: chromium, AFL++, clang, lld, sanitizer runtimes, honggfuzz
+	bash setup/install.sh test
 
 run: setup        ## the main job: closed-loop conformance (10 seeds) + the examples' matrix and report
 	$(PYTHON) -m ccdiff stacks
@@ -17,10 +22,10 @@ run: setup        ## the main job: closed-loop conformance (10 seeds) + the exam
 conform: setup    ## the nightly: every scenario x every built stack x 100 seeds (scenarios/)
 	$(PYTHON) -m ccdiff conform --seeds 100 --out reports/conform
 
-test: setup       ## the test suite
+test: setup-test  ## the test suite
 	$(PYTHON) -m pytest -q -n 2
 
-bench: setup      ## the benchmark suite, one table (not part of the tests; ~10 min)
+bench: setup-test ## the benchmark suite, one table (not part of the tests; ~10 min)
 	$(PYTHON) bench/run_all.py
 
 clean:

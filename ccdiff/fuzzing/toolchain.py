@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import SetupError
 from ..paths import project_root
 
-INSTALL_HINT = "install them with: bash fuzz/install-deps.sh"
+INSTALL_HINT = "install them with: bash setup/install.sh test (or bash fuzz/install-deps.sh)"
 
 
 def fuzz_build_dir() -> Path:

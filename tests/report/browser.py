@@ -11,7 +11,7 @@ CONSOLE = re.compile(r":(?:INFO|WARNING|ERROR|VERBOSE\d*):CONSOLE[^\]]*\] (.*)")
 
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found, "chromium is not installed: run .ci/install-report-deps.sh (apt-get install -y chromium)"
+    assert found, "chromium is not installed: run bash setup/install.sh system test (or make test)"
     return found
 
 
