@@ -15,9 +15,16 @@ setup-test:       ## setup + what the tests use: chromium, AFL++, clang, lld, sa
 
 run: setup        ## the main job: closed-loop conformance (10 seeds) + the examples' matrix and report
 	$(PYTHON) -m ccdiff stacks
-	$(PYTHON) -m ccdiff conform --seeds 10 --out reports/conform; \
-	  code=$$?; $(PYTHON) -m ccdiff matrix $(EXAMPLES) --json reports/matrix.json --report reports/html; \
-	  exit $$code
+	@# make turns any failing recipe into its own exit 2, so findings (ccdiff's exit 1) are
+	@# reported here and exit 0; 2 stays "could not run".  `ccdiff conform` alone exits 1.
+	@conform=0; matrix=0; \
+	  $(PYTHON) -m ccdiff conform --seeds 10 --out reports/conform || conform=$$?; \
+	  $(PYTHON) -m ccdiff matrix $(EXAMPLES) --json reports/matrix.json --report reports/html || matrix=$$?; \
+	  if [ $$conform -gt 1 ] || [ $$matrix -gt 1 ]; then \
+	    echo "make run: ERROR (conform exit $$conform, matrix exit $$matrix)"; exit 2; fi; \
+	  if [ $$conform -eq 1 ] || [ $$matrix -eq 1 ]; then \
+	    echo "make run: done, with findings: reports/conform/summary.json, reports/html/index.html"; \
+	  else echo "make run: done, no findings"; fi
 
 conform: setup    ## the nightly: every scenario x every built stack x 100 seeds (scenarios/)
 	$(PYTHON) -m ccdiff conform --seeds 100 --out reports/conform
