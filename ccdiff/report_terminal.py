@@ -1,9 +1,42 @@
 """Terminal summary of a replay: one table per run, then the findings."""
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import textwrap
+
+from rich.console import Console
 from rich.table import Table
 
 from .invariants import CATALOG
+
+PIPED_WIDTH = 120       # piped without COLUMNS: wide enough for a log, the width CI logs show
+INDENT = "    "
+
+
+def terminal_width() -> int:
+    """COLUMNS when set (what a user or a CI job asks for, piped or not), else the
+    terminal's width, else PIPED_WIDTH."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+        if columns > 0:
+            return columns
+    except ValueError:
+        pass
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return PIPED_WIDTH
+
+
+def console(stderr: bool = False) -> Console:
+    return Console(highlight=False, width=terminal_width(), stderr=stderr)
+
+
+def wrap_indented(text: str, width: int, indent: str = INDENT) -> str:
+    """One paragraph, every line indented, words never split (a long path stays whole)."""
+    return textwrap.fill(" ".join(text.split()), max(width, len(indent) + 20), initial_indent=indent,
+                         subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
 def print_replay(console, result) -> None:

@@ -39,15 +39,25 @@ def worker_name(text: str) -> str:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fuzz", help="coverage-guided fuzzing of a stack's controller, with triage",
-                       description="Fuzz a stack's controller with AFL++, honggfuzz (in-process harnesses, "
-                       "fuzz/driver/) or Hypothesis (oracle in the loop). Findings are replayed through "
-                       "the oracle, deduplicated and minimized into FINDINGS/<stack>/<signature>/"
-                       "reproducer.jsonl. A second run resumes from the stored corpus; Ctrl-C keeps "
-                       "everything found so far.")
-    p.add_argument("--stack", required=True, metavar="SPEC", help="e.g. quiche@0.26.0, ngtcp2, picoquic")
-    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"])
-    p.add_argument("--time", required=True, metavar="DURATION", help="e.g. 90s, 10m")
+    from ..cli_help import add_command
+    p = add_command(sub, "fuzz", summary="fuzz a stack's controller (AFL++, honggfuzz or Hypothesis), with triage",
+                    description="Fuzz a stack's controller with AFL++, honggfuzz (coverage-guided, in-process "
+                    "harnesses, fuzz/driver/) or Hypothesis (generated event streams, the oracle in the loop). "
+                    "Findings are replayed through the oracle, deduplicated and minimized into "
+                    "FINDINGS/<stack>/<signature>/reproducer.jsonl. The instrumented build happens first; "
+                    "--time counts fuzzing time only. A second run resumes from the stored corpus; Ctrl-C "
+                    "keeps everything found so far. Exit 0 nothing stored, 1 findings stored, 2 setup "
+                    "errors or a run that executed no input.",
+                    examples=["ccdiff fuzz --stack quiche@0.26.0 --engine afl --time 10m",
+                              "ccdiff fuzz --stack ngtcp2 --engine honggfuzz --time 1h --jobs 4",
+                              "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s"])
+    p.add_argument("--stack", required=True, metavar="SPEC",
+                   help="the one stack to fuzz, e.g. quiche@0.26.0, ngtcp2, picoquic")
+    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"],
+                   help="afl and honggfuzz mutate bytes (fuzz/install-deps.sh installs them); hypothesis "
+                   "generates event streams in Python")
+    p.add_argument("--time", required=True, metavar="DURATION",
+                   help="fuzzing time, not counting the build, e.g. 90s, 10m, 1h30m")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="parallel fuzzers: AFL++ -M/-S instances, honggfuzz threads (default 1; "
                    "hypothesis runs one)")
@@ -62,7 +72,8 @@ def add_parser(sub) -> None:
                    help="in-process invariants that abort (default: numeric-error, cwnd-below-minimum, "
                    "future-recovery-start, adapter-error)")
     p.add_argument("--no-queue", action="store_true",
-                   help="triage crashes only, not every new-coverage corpus entry")
+                   help="afl/honggfuzz: triage only the inputs the harness aborted on, not every "
+                   "corpus entry that added coverage")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report of the stored findings (FINDINGS/<stack>/report/)")
     p.set_defaults(func=cmd_fuzz)
