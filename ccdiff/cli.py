@@ -160,7 +160,7 @@ def cmd_decode(args) -> int:
     try:
         data = Path(args.input).read_bytes() if args.input != "-" else sys.stdin.buffer.read()
     except OSError as exc:
-        raise SetupError(f"cannot read {args.input}: {exc.strerror}") from None
+        raise SetupError(f"{args.input}: cannot read: {exc.strerror}") from None
     sys.stdout.write(dump_trace(decode(data, name=Path(args.input).name)))
     return EXIT_OK
 
@@ -258,8 +258,10 @@ def cmd_conform(args) -> int:
         from .conform import compare
         try:
             baseline = json.loads(Path(args.baseline).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise SetupError(f"cannot read baseline {args.baseline}: {exc}") from None
+        except OSError as exc:
+            raise SetupError(f"{args.baseline}: cannot read: {exc.strerror or exc}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SetupError(f"{args.baseline}: not a summary.json ({exc})") from None
         regressions = compare(summary, baseline, args.tolerance)
         summary["regressions"] = regressions
     write_outputs(summary, args.out)

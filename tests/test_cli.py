@@ -57,3 +57,27 @@ def test_stack_is_repeatable_and_takes_comma_lists_everywhere(command):
 def test_conform_runs_with_the_new_spelling(tmp_path):
     assert main(["conform", "--stack", "oracle", "--scenario", "tail-loss", "--seeds", "1", "--jobs", "1",
                  "--out", str(tmp_path), "--no-report"]) == 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "{missing}"],
+    ["replay", "{missing}"],
+    ["matrix", "{missing}"],
+    ["decode", "{missing}"],
+    ["report", "{missing}", "--out", "{tmp}/out"],
+    ["sim", "{missing}.toml"],
+])
+def test_a_missing_file_is_named_with_the_reason_and_no_line_number(argv, tmp_path, capsys):
+    missing = str(tmp_path / "absent")
+    argv = [a.format(missing=missing, tmp=tmp_path) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(f"{argv[1]}: cannot read: No such file or directory"), err
+    assert ":0:" not in err[-1]
+
+
+def test_a_non_utf8_trace_names_its_line(tmp_path, capsys):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"ccdiff_trace": 1}\n{"t": 0, "ev": "s\xffent"}\n')
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {path}:2: not UTF-8 text (byte 18 of the line)"
