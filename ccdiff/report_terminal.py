@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .invariants import CATALOG
+from .units import size
 
 PIPED_WIDTH = 120       # piped without COLUMNS: wide enough for a log, the width CI logs show
 INDENT = "    "
@@ -40,28 +41,94 @@ def wrap_indented(text: str, width: int, indent: str = INDENT) -> str:
 
 
 def print_replay(console, result) -> None:
+    """One row per run with its counts, then each finding in full, wrapped and indented
+    (names of stacks and invariants are never cut to fit a column)."""
     trace = result.trace
     by_stack = {}
     for finding in result.findings:
         by_stack.setdefault(finding.stack, []).append(finding)
-    table = Table(title=f"{trace.source}: {len(trace.events)} events", title_justify="left")
-    for column in ("stack", "final cwnd", "violations", "deviations", "status"):
-        table.add_column(column)
+    print_wrapped(console, f"{trace.source}: {len(trace.events)} events")
+    rows = []
     for label, run in result.runs.items():
         found = by_stack.get(label, [])
-        bad = sorted({f.invariant for f in found if f.status == "violation"})
-        dev = sorted({f.invariant for f in found if f.status == "deviation"})
-        final = str(run.snapshots[-1].cwnd) if run.snapshots else "-"
-        status = "[red]FAIL[/]" if bad else "[green]pass[/]"
-        if run.error:
-            status = "[red]ERROR[/]"
-        table.add_row(label, final, ", ".join(bad) or "-", ", ".join(dev) or "-", status)
-    console.print(table)
+        bad = {f.invariant for f in found if f.status == "violation"}
+        dev = {f.invariant for f in found if f.status == "deviation"}
+        status = "ERROR" if run.error else "FAIL" if bad else "pass"
+        rows.append((label, size(run.snapshots[-1].cwnd) if run.snapshots else "-",
+                     str(len(bad)) if bad else "-", str(len(dev)) if dev else "-", status))
+    headers = ("final cwnd", "violations", "deviations", "status")
+    colour = {"pass": "green", "FAIL": "red", "ERROR": "red"}
+    longest = max(len(row[0]) for row in rows + [("stack",)])
+    if table_width([longest] + [len(h) for h in headers]) > console.width:
+        for label, final, bad, dev, status in rows:     # a label too long for a table row
+            print_wrapped(console, f"{label}: {status}, final cwnd {final}, violations {bad}, deviations {dev}",
+                          style=colour[status])
+    else:
+        table = Table()
+        name_column(table, "stack", [row[0] for row in rows])
+        for header in headers:
+            table.add_column(header, justify="left" if header == "status" else "right", no_wrap=True)
+        for *cells, status in rows:
+            table.add_row(*cells, f"[{colour[status]}]{status}[/]")
+        console.print(table)
     for finding in result.findings:
         inv = CATALOG[finding.invariant]
-        colour = "red" if finding.status == "violation" else "yellow"
         more = f" (x{finding.count})" if finding.count > 1 else ""
-        console.print(f"[{colour}]{finding.status}[/] [bold]{finding.stack}[/] {finding.invariant}{more} "
-                      f"at event {finding.event_index} (line {finding.line}, t={finding.t_us} us)")
-        console.print(f"    {finding.detail}")
-        console.print(f"    [dim]{inv.rfc}: {inv.title}[/]")
+        print_wrapped(console, f"{finding.status} {finding.stack} {finding.invariant}{more} at event "
+                               f"{finding.event_index} (line {finding.line}, t={finding.t_us} us)",
+                      style="red" if finding.status == "violation" else "yellow")
+        print_wrapped(console, finding.detail, first=INDENT)
+        print_wrapped(console, f"{inv.rfc}: {inv.title}", first=INDENT, style="dim")
+
+
+def table_width(column_widths: list) -> int:
+    """Width of a rich Table with the default box and padding: one space each side of a
+    cell and a rule between and around the columns."""
+    return sum(w + 3 for w in column_widths) + 1
+
+
+def plain_width(markup: str) -> int:
+    """Width of a cell's longest word once its rich markup is gone (cells wrap at spaces)."""
+    from rich.text import Text
+    return max((len(word) for word in Text.from_markup(markup).plain.split()), default=0)
+
+
+def column_keys(names: list, row_label_width: int, cell_width: int, width: int) -> tuple:
+    """Headers for a grid whose columns are named by `names`: the names themselves when
+    the table fits in `width`, else short keys "1".."N" and a legend (one "N name" a
+    line), so a name is never cut to "death-s…" (rows would be told apart by nothing)."""
+    full = [row_label_width] + [max(len(n), cell_width) for n in names]
+    if table_width(full) <= width:
+        return list(names), ""
+    keys = [str(i) for i in range(1, len(names) + 1)]
+    legend = "\n".join(f"{INDENT}{key:>2}  {name}" for key, name in zip(keys, names))
+    return keys, legend
+
+
+def column_chunks(first_width: int, widths: list, width: int) -> list:
+    """Split columns (indices) into the fewest groups that fit `width` beside the first
+    column, of even sizes (5 + 5, not 9 + 1), so a grid too wide for the console becomes
+    several tables instead of cut cells."""
+    count = 1
+    while count < len(widths):
+        size = -(-len(widths) // count)
+        groups = [list(range(i, min(i + size, len(widths)))) for i in range(0, len(widths), size)]
+        if all(table_width([first_width] + [widths[i] for i in g]) <= width for g in groups):
+            return groups
+        count += 1
+    return [[i] for i in range(len(widths))]
+
+
+def name_column(table, header: str, names) -> None:
+    """A column of identifiers (stack labels, scenario names): as wide as the longest,
+    never wrapped or cut."""
+    longest = max([len(header)] + [len(str(n)) for n in names])
+    table.add_column(header, no_wrap=True, min_width=longest)
+
+
+def print_wrapped(console, text: str, first: str = "", indent: str = INDENT, style=None) -> None:
+    """A paragraph wrapped to the console with every continuation line indented (rich
+    alone would wrap mid-sentence back to column 0); words (names, paths) never split."""
+    lines = textwrap.wrap(" ".join(text.split()), max(console.width, len(indent) + 20), initial_indent=first,
+                          subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True, style=style)

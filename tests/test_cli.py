@@ -81,3 +81,91 @@ def test_a_non_utf8_trace_names_its_line(tmp_path, capsys):
     path.write_bytes(b'{"ccdiff_trace": 1}\n{"t": 0, "ev": "s\xffent"}\n')
     assert main(["validate", str(path)]) == 2
     assert capsys.readouterr().err.strip() == f"error: {path}:2: not UTF-8 text (byte 18 of the line)"
+
+
+# Labels as long as real ones (quiche-reno@0.26.0 is 18 characters): NAME=SPEC reports a real
+# oracle variant under a name, so these tests need no built stack.
+LONG_LABELS = ["oracle-idle-last-send=oracle:idle=last-send", "oracle-no-fastconv=oracle:fast_convergence=off"]
+ALL_SCENARIOS = ["ack-aggregation", "app-limited", "death-spiral", "high-bdp", "idle-restart",
+                 "persistent-congestion", "reordering", "rtt-jitter", "shallow-buffer", "tail-loss"]
+
+
+def _lines_fit(text: str, width: int) -> bool:
+    return all(len(line) <= width for line in text.splitlines())
+
+
+@pytest.fixture(scope="module")
+def conform_80(tmp_path_factory):
+    """One real conform run (every scenario, one seed) printed at 80 columns, piped."""
+    import os
+    import subprocess
+    import sys
+    out = tmp_path_factory.mktemp("conform")
+    argv = [sys.executable, "-m", "ccdiff", "conform", "--stack", "oracle", "--seeds", "1", "--jobs", "1",
+            "--traces", "none", "--no-report", "--out", str(out)]
+    for label in LONG_LABELS:
+        argv += ["--stack", label]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, COLUMNS="80"), timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.stdout
+
+
+def test_conform_tables_at_80_columns_keep_every_stack_and_scenario_name_whole(conform_80):
+    assert _lines_fit(conform_80, 80)
+    assert "…" not in conform_80
+    for label in ["oracle", "oracle-reno", "oracle-idle-last-send", "oracle-no-fastconv"]:
+        assert f" {label} " in conform_80, label
+    for name in ALL_SCENARIOS:
+        assert f" {name}\n" in conform_80 or f" {name} " in conform_80, name
+
+
+def test_conform_pass_rates_name_scenarios_with_a_legend_when_they_do_not_fit(conform_80):
+    legend = conform_80[conform_80.index("scenarios:\n"):].splitlines()[1:11]
+    assert [line.split() for line in legend] == [[str(i), name] for i, name in enumerate(ALL_SCENARIOS, 1)]
+
+
+def test_conform_uses_full_scenario_names_when_the_console_is_wide(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["conform", "--stack", "oracle", "--scenario", "tail-loss,death-spiral", "--seeds", "1",
+                 "--jobs", "1", "--no-report", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("┃ stack"))
+    assert "death-spiral" in header and "tail-loss" in header and "scenarios:" not in out
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_replay_at_narrow_widths_keeps_names_whole(width, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", str(width))
+    stacks = ["oracle", "oracle:idle=last-send,fast_convergence=off"]
+    assert main(["replay", "examples/death-spiral.jsonl"] + sum((["--stack", s] for s in stacks), [])) == 1
+    out = capsys.readouterr().out
+    assert _lines_fit(out, width) and "…" not in out
+    for name in stacks + ["future-recovery-start", "stuck-at-minimum"]:
+        assert name in out, name
+
+
+@pytest.mark.parametrize("width", [80, 50])
+def test_matrix_at_narrow_widths_keeps_stack_and_invariant_names_whole(width, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", str(width))
+    stacks = ["oracle", "oracle:idle=last-send", "oracle:idle=none", "oracle-reno"]
+    main(["matrix", "examples/death-spiral.jsonl", "examples/idle-restart.jsonl"]
+         + sum((["--stack", s] for s in stacks), []))
+    out = capsys.readouterr().out
+    assert _lines_fit(out, width) and "…" not in out
+    for name in stacks + ["future-recovery-start", "stuck-at-minimum"]:
+        assert f" {name} " in out or f" {name}\n" in out, name
+
+
+def test_scenarios_prints_whole_descriptions_wrapped_and_indented(monkeypatch, capsys):
+    from ccdiff.sim.scenario import load_scenario
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["scenarios"]) == 0
+    out = capsys.readouterr().out
+    assert _lines_fit(out, 80)
+    for name in ALL_SCENARIOS:
+        assert f"\n{name}\n" in f"\n{out}"
+        words = " ".join(load_scenario(name).purpose.split())
+        assert words in " ".join(out.split()), name
+    # every line is a name or an indented line of its description
+    names = set(ALL_SCENARIOS)
+    assert all(line in names or line.startswith("    ") for line in out.splitlines())
