@@ -11,7 +11,7 @@ from pathlib import Path
 from . import __version__
 from .cli_help import HelpFormatter, add_command
 from .errors import SetupError
-from .output import write_json
+from .output import write_json, write_text_atomic
 from .trace import TraceError, load_trace
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -281,36 +281,55 @@ def cmd_conform(args) -> int:
     return exit_code(summary)
 
 
-def cmd_sim(args) -> int:
-    from .sim import simulate
-    (scenario,) = _scenario_list([args.scenario])
+SIM_CONTROLS = ("oracle", "oracle-reno")   # the CUBIC reference and the Reno control
+
+
+def _sim_params(items) -> dict:
+    """--set KEY=VALUE: VALUE is JSON when it parses (numbers, lists), else a string."""
     params = {}
-    for item in args.set or []:
+    for item in items or []:
         key, _, value = item.partition("=")
         try:
             params[key] = json.loads(value)
         except json.JSONDecodeError:
             params[key] = value
+    return params
+
+
+def _sim_trace_path(args, label: str) -> str:
+    if len(args.stack or ["oracle"]) == 1:
+        return args.trace
+    return f"{args.trace.removesuffix('.jsonl')}-{re.sub(r'[^A-Za-z0-9@._-]+', '_', label)}.jsonl"
+
+
+def cmd_sim(args) -> int:
+    """Each --stack, then the oracle and the Reno control on the same scenario and seed
+    (what a stack's numbers mean depends on what the reference does on that path)."""
+    from .report_terminal import print_sim
+    from .sim import simulate
+    (scenario,) = _scenario_list([args.scenario])
+    params = _sim_params(args.set)
     if params:
         scenario = scenario.with_params(**params)
-    worst = 0
-    for spec in args.stack or ["oracle"]:
-        result = simulate(scenario, spec, args.seed, record=bool(args.trace))
-        print(json.dumps(result.to_dict(), indent=1, sort_keys=True) if args.json else
-              f"{result.stack} seed {result.seed}: {result.status.upper()} "
-              f"completion={result.metrics['completion_us']} us "
-              f"min_window={result.metrics['min_window_us']} us "
-              f"flips={result.metrics['recovery_transitions']} events={result.metrics['events']}")
-        if not args.json:
-            for reason in result.reasons:
-                print(f"    {reason}")
-        if args.trace:
-            path = args.trace if len(args.stack or ["oracle"]) == 1 else \
-                f"{args.trace.removesuffix('.jsonl')}-{re.sub(r'[^A-Za-z0-9@._-]+', '_', result.stack)}.jsonl"
-            Path(path).write_text(result.trace_text())
-            print(f"    trace: {path}  (ccdiff replay {path} --stack {result.stack})")
-        worst = max(worst, EXIT_FINDINGS if result.status != "pass" else EXIT_OK)
-    return worst
+    specs = args.stack or ["oracle"]
+    controls = [c for c in SIM_CONTROLS if c not in specs] if args.controls else []
+    runs = []
+    for spec in specs + controls:
+        result = simulate(scenario, spec, args.seed, record=bool(args.trace) and spec in specs)
+        runs.append({"role": "stack" if spec in specs else "control", "result": result})
+    if args.json:
+        print(json.dumps({"scenario": scenario.name, "seed": args.seed,
+                          "runs": [dict(run["result"].to_dict(), role=run["role"]) for run in runs]},
+                         indent=1, sort_keys=True))
+    else:
+        print_sim(_console(), scenario, args.seed, runs)
+    for run in runs:
+        if args.trace and run["role"] == "stack":
+            path = _sim_trace_path(args, run["result"].stack)
+            write_text_atomic(path, run["result"].trace_text())
+            print(f"trace: {path}  (ccdiff replay {path} --stack {run['result'].stack})", file=sys.stderr)
+    failing = [run for run in runs if run["role"] == "stack" and run["result"].status != "pass"]
+    return EXIT_FINDINGS if failing else EXIT_OK
 
 
 def cmd_scenarios(args) -> int:

@@ -8,9 +8,10 @@ import textwrap
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .invariants import CATALOG
-from .units import size
+from .units import duration, rate, size
 
 PIPED_WIDTH = 120       # piped without COLUMNS: wide enough for a log, the width CI logs show
 INDENT = "    "
@@ -132,3 +133,68 @@ def print_wrapped(console, text: str, first: str = "", indent: str = INDENT, sty
     lines = textwrap.wrap(" ".join(text.split()), max(console.width, len(indent) + 20), initial_indent=first,
                           subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
     console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True, style=style)
+
+
+SIM_TERMS = ("at minimum window: time the window spent at its floor (RFC 9002 §7.2: 2 datagrams); "
+             "recovery↔avoidance: transitions between recovery and congestion avoidance, entries "
+             "plus exits (Cloudflare's \"flips\"); longest stall: longest time without new data delivered; "
+             "PTO: probe timeouts (RFC 9002 §6.2)")
+
+
+def sim_completion(result, scenario) -> str:
+    m = result.metrics
+    if m["completion_us"] is not None:
+        return duration(m["completion_us"])
+    return (f"did not complete in {duration(scenario.deadline_us)} ({size(m['delivered_bytes'])} of "
+            f"{size(m['total_bytes'])} delivered)")
+
+
+def sim_rows(result, scenario) -> list:
+    """(label, value) for one closed-loop run, in human units (raw values: --json)."""
+    m = result.metrics
+    colour = {"pass": "green", "fail": "red", "error": "red"}[result.status]
+    return [
+        ("verdict", f"[{colour}]{result.status.upper()}[/]"),
+        ("completion", sim_completion(result, scenario)),
+        ("goodput", rate(m["goodput_bytes_per_s"])),
+        ("at minimum window", duration(m["min_window_us"])),
+        ("recovery↔avoidance", f"{m['recovery_transitions']}"),
+        ("largest cwnd", size(m["max_cwnd"])),
+        ("final cwnd", size(m["final_cwnd"])),
+        ("packets sent/lost", f"{m['packets_sent']} / {m['packets_lost']}"),
+        ("PTOs", f"{m['ptos']}"),
+        ("persistent congestion", f"{m['persistent_congestions']}"),
+        ("longest stall", duration(m["max_stall_us"])),
+    ]
+
+
+def print_sim(console, scenario, seed: int, runs: list) -> None:
+    """One column per run (the --stack runs, then the oracle and the Reno control), one row
+    per measure; why a --stack run does not pass below, one wrapped line per reason."""
+    results = [run["result"] for run in runs]
+    rows = [sim_rows(result, scenario) for result in results]
+    labels = [label for label, _ in rows[0]]
+    controls = [r.stack for run, r in zip(runs, results) if run["role"] == "control"]
+    beside = f"; controls on the same path and seed: {' and '.join(controls)}" if controls else ""
+    print_wrapped(console, f"{scenario.name}, seed {seed}, deadline {duration(scenario.deadline_us)}{beside} "
+                           "(oracle: RFC 9438 CUBIC; oracle-reno: RFC 9002 NewReno)")
+    # Fixed widths (rich would squeeze a header to "quiche@0.2…"): a run's column is as wide
+    # as its label and its values; only the completion sentence and the labels wrap.
+    first = max(len(word) for label in labels for word in label.split())
+    widths = [max([len(r.stack), plain_width(row[1][1])]
+                  + [len(Text.from_markup(value).plain) for label, value in row if label != "completion"])
+              for r, row in zip(results, rows)]
+    for chunk in column_chunks(first, widths, console.width):
+        table = Table()
+        table.add_column("", width=first)
+        for i in chunk:
+            table.add_column(results[i].stack, width=widths[i], no_wrap=False)
+        for n, label in enumerate(labels):
+            table.add_row(label, *(rows[i][n][1] for i in chunk))
+        console.print(table)
+    print_wrapped(console, SIM_TERMS, style="dim")
+    for run, result in zip(runs, results):
+        if result.reasons and run["role"] == "stack":
+            console.print(f"{result.stack} does not pass:", markup=False, highlight=False)
+            for reason in result.reasons:
+                print_wrapped(console, reason, first=INDENT, indent=INDENT * 2)

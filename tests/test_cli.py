@@ -169,3 +169,50 @@ def test_scenarios_prints_whole_descriptions_wrapped_and_indented(monkeypatch, c
     # every line is a name or an indented line of its description
     names = set(ALL_SCENARIOS)
     assert all(line in names or line.startswith("    ") for line in out.splitlines())
+
+
+@pytest.fixture(scope="module")
+def sim_runs():
+    """`ccdiff sim death-spiral` of the oracle with the idle bug (idle from the last send,
+    quiche < 0.28's rule), as text at 80 columns and as JSON."""
+    import os
+    import subprocess
+    import sys
+    argv = [sys.executable, "-m", "ccdiff", "sim", "death-spiral", "--stack", "oracle:idle=last-send", "--seed", "0"]
+    env = dict(os.environ, COLUMNS="80")
+    text = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    raw = subprocess.run(argv + ["--json"], capture_output=True, text=True, env=env, timeout=600)
+    return text, raw
+
+
+def test_sim_prints_the_stack_beside_the_oracle_and_the_reno_control_in_human_units(sim_runs):
+    text, _ = sim_runs
+    assert text.returncode == 1, text.stderr
+    out = text.stdout
+    assert _lines_fit(out, 80) and "None" not in out and "flips=" not in out
+    header = next(line for line in out.splitlines() if "oracle:idle=last-send" in line and line.startswith("┃"))
+    assert [cell.strip() for cell in header.split("┃")[2:5]] == ["oracle:idle=last-send", "oracle", "oracle-reno"]
+    completion = " ".join(line.split("│")[2].strip() for line in out.splitlines()
+                          if line.startswith("│") and line.split("│")[2].strip() and
+                          (line.split("│")[1].strip() in ("completion", "")))
+    assert "did not complete in 10 s (2.34 MB of 10 MB delivered)" in completion
+    assert "recovery↔avoidance: transitions between recovery and congestion avoidance" in " ".join(out.split())
+    assert "oracle:idle=last-send does not pass:" in out
+
+
+def test_sim_json_keeps_raw_values_for_every_run(sim_runs):
+    import json
+    from ccdiff.units import duration, size
+    text, raw = sim_runs
+    assert raw.returncode == 1, raw.stderr
+    doc = json.loads(raw.stdout)
+    assert (doc["scenario"], doc["seed"]) == ("death-spiral", 0)
+    runs = {run["stack"]: run for run in doc["runs"]}
+    assert [(run["stack"], run["role"]) for run in doc["runs"]] == [
+        ("oracle:idle=last-send", "stack"), ("oracle", "control"), ("oracle-reno", "control")]
+    bugged, oracle = runs["oracle:idle=last-send"]["metrics"], runs["oracle"]["metrics"]
+    assert bugged["completion_us"] is None and size(bugged["delivered_bytes"]) == "2.34 MB"
+    assert isinstance(oracle["completion_us"], int) and runs["oracle"]["status"] == "pass"
+    # the text shows the same run in human units
+    assert f"│ {duration(oracle['completion_us'])} " in text.stdout
+    assert str(bugged["recovery_transitions"]) in text.stdout
