@@ -216,3 +216,96 @@ def test_sim_json_keeps_raw_values_for_every_run(sim_runs):
     # the text shows the same run in human units
     assert f"│ {duration(oracle['completion_us'])} " in text.stdout
     assert str(bugged["recovery_transitions"]) in text.stdout
+
+
+QUICHE = "quiche@0.26.0"
+
+
+def test_a_fuzz_run_with_no_fuzzing_time_executes_nothing_and_exits_2(tmp_path, capsys):
+    """The real Hypothesis engine given no time runs no example: exit 2, never '0 new findings'."""
+    assert main(["fuzz", "--stack", QUICHE, "--engine", "hypothesis", "--time", "0s",
+                 "--findings", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "new finding" not in captured.out
+    last = captured.err.strip().splitlines()[-1]
+    assert last.startswith("error: fuzz: hypothesis executed 0 inputs in 0 s of fuzzing (at least 1 expected)")
+
+
+class _IdleCampaign:
+    """An engine that starts, runs for the whole budget and executes nothing (a harness
+    that never gets an input, an engine stuck in calibration): only the exit-code logic
+    of `ccdiff fuzz` is under test here."""
+
+    def __init__(self, *args, **kwargs):
+        self.started = False
+
+    def executions(self):
+        return 0
+
+    def start(self):
+        self.started = True
+
+    def running(self):
+        return True
+
+    def stats(self):
+        return {"execs_per_sec": 0.0, "coverage": "-", "corpus": 0, "crashes": 0, "execs": 0}
+
+    def stop(self):
+        pass
+
+    def failure(self):
+        return None
+
+    def crash_files(self):
+        return []
+
+    def queue_files(self):
+        return []
+
+
+def test_an_engine_that_executes_nothing_exits_2(tmp_path, monkeypatch, capsys):
+    from ccdiff.fuzzing import engines
+    monkeypatch.setitem(engines.ENGINES, "afl", _IdleCampaign)
+    assert main(["fuzz", "--stack", QUICHE, "--engine", "afl", "--time", "1s", "--findings", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "error: fuzz: afl executed 0 inputs in 1 s of fuzzing" in err
+    assert "0 executions" in err and "crashes" not in err
+
+
+def test_fuzz_progress_uses_each_engines_words():
+    from ccdiff.fuzzing.command import Status
+    hypo = Status("hypothesis").line(5, {"execs_per_sec": 300, "execs": 1500, "rounds": 8, "violations": 2}, 3)
+    assert hypo == "[hypothesis]      5 s  1500 examples (300/s)  8 rounds  2 violating  findings 3"
+    afl = Status("afl").line(5, {"execs_per_sec": 900, "execs": 4500, "coverage": "1.20% map", "corpus": 40,
+                                 "crashes": 2}, 1)
+    assert afl == "[afl]      5 s  4500 executions (900/s)  coverage 1.20% map  corpus 40  aborted 2  findings 1"
+
+
+def test_fuzz_builds_before_the_clock_starts(tmp_path, monkeypatch, capsys):
+    """The build has its own progress line, then the clock starts: a build slower than
+    the budget no longer eats it (the engine below would be stopped at once if the build
+    counted)."""
+    import time as real_time
+    from ccdiff.fuzzing import command, engines
+
+    class SlowBuild(_IdleCampaign):
+        def __init__(self, *args, **kwargs):
+            real_time.sleep(1.5)          # stands in for an instrumented build
+            self.polls = 0
+
+        def running(self):
+            self.polls += 1
+            return True
+
+        def executions(self):
+            return getattr(self, "polls", 0)
+
+        def stats(self):
+            return dict(super().stats(), execs=self.polls)
+    monkeypatch.setitem(engines.ENGINES, "afl", SlowBuild)
+    assert main(["fuzz", "--stack", QUICHE, "--engine", "afl", "--time", "1s", "--findings", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.index(f"building {QUICHE} for afl (not counted in --time) ...") < err.index(f"built {QUICHE} for afl")
+    assert err.index(f"built {QUICHE} for afl") < err.index(f"fuzzing {QUICHE} with afl for 1 s")
+    assert "1 executions" in err
