@@ -265,6 +265,7 @@ def cmd_conform(args) -> int:
         regressions = compare(summary, baseline, args.tolerance)
         summary["regressions"] = regressions
     write_outputs(summary, args.out)
+    from .report_terminal import print_wrapped
     console = _console()
     print_summary(console, summary)
     print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
@@ -275,7 +276,8 @@ def cmd_conform(args) -> int:
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""
-            console.print(f"[red]regression[/] {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}")
+            print_wrapped(console, f"regression {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}",
+                          style="red")
         console.print(f"{len(regressions)} regressions against {args.baseline}")
         return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if regressions else EXIT_OK
     return exit_code(summary)

@@ -455,6 +455,7 @@ def junit_xml(summary: dict) -> bytes:
 
 
 def print_summary(console, summary: dict) -> None:
+    from .report_terminal import INDENT, print_wrapped
     _print_pass_rates(console, summary)
     _print_medians(console, summary)
     shown = set()
@@ -462,8 +463,9 @@ def print_summary(console, summary: dict) -> None:
         cell = (case["stack"], case["scenario"])
         if case["status"] == "error" and case.get("replay") and cell not in shown:
             shown.add(cell)
-            console.print(f"[bold red]error[/] {case['stack']} {case['scenario']} seed {case['seed']}: "
-                          f"{case['reasons'][0]}\n    replay: {case['replay']}", markup=True, highlight=False)
+            print_wrapped(console, f"error {case['stack']} {case['scenario']} seed {case['seed']}: "
+                                   f"{case['reasons'][0]}", style="bold red")
+            print_wrapped(console, f"replay: {case['replay']}", first=INDENT, indent=INDENT * 2)
     t = summary["totals"]
     console.print(f"{t['runs']} runs: [green]{t['passed']} passed[/], [red]{t['failed']} failed[/], "
                   f"{t['errors']} errors")

@@ -70,4 +70,4 @@ def print_matrix(console, matrix: dict) -> None:
     if legend:
         console.print(f"invariants:\n{legend}", markup=False, highlight=False)
     for error in matrix["errors"]:
-        console.print(f"[red]error[/] {error['stack']} on {error['trace']}: {error['error']}")
+        print_wrapped(console, f"error {error['stack']} on {error['trace']}: {error['error']}", style="red")
