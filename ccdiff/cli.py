@@ -132,9 +132,12 @@ def cmd_stacks(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
+    from .report_terminal import name_column
     table = Table(title="stacks", title_justify="left")
-    for column in ("stack", "version", "built", "options / alias for"):
-        table.add_column(column)
+    name_column(table, "stack", [row["stack"] for row in rows])
+    name_column(table, "version", [row["version"] or "-" for row in rows])
+    table.add_column("built")
+    table.add_column("options / alias for", overflow="fold")   # option lists are long words
     for row in rows:
         built = "[yellow]stale[/] (adapter changed; ccdiff build " if row["stale"] else \
             "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "

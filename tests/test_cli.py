@@ -309,3 +309,13 @@ def test_fuzz_builds_before_the_clock_starts(tmp_path, monkeypatch, capsys):
     assert err.index(f"building {QUICHE} for afl (not counted in --time) ...") < err.index(f"built {QUICHE} for afl")
     assert err.index(f"built {QUICHE} for afl") < err.index(f"fuzzing {QUICHE} with afl for 1 s")
     assert "1 executions" in err
+
+
+def test_stacks_at_60_columns_keeps_names_versions_and_options_whole(monkeypatch, capsys):
+    from ccdiff.stacks import available
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["stacks"]) == 0
+    out = capsys.readouterr().out
+    assert _lines_fit(out, 60) and "…" not in out
+    for row in available():
+        assert f"│ {row['stack']} " in out and (not row["version"] or f" {row['version']} " in out)
