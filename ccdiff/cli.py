@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli_help import HelpFormatter, add_command
+from .cli_help import HelpFormatter, Once, add_command
 from .errors import SetupError
 from .output import write_json, write_text_atomic
 from .trace import TraceError, load_trace
@@ -471,7 +471,7 @@ def _add_serve(sub) -> None:
                     examples=["ccdiff serve --stack quiche --host 0.0.0.0 --port 7000",
                               "CCDIFF_REMOTE_QUICHE=localhost:7000 ccdiff replay examples/death-spiral.jsonl "
                               "--stack quiche@0.26.0"])
-    p.add_argument("--stack", metavar="NAME", help="serve only this stack (e.g. quiche); default: every built one")
+    p.add_argument("--stack", metavar="NAME", action=Once, help="serve only this stack (e.g. quiche); default: every built one")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
     p.set_defaults(func=cmd_serve)

@@ -28,3 +28,14 @@ def add_command(sub, name: str, *, summary: str, description: str, examples: lis
     epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
     return sub.add_parser(name, help=summary, description=description, epilog=epilog,
                           formatter_class=HelpFormatter)
+
+
+class Once(argparse.Action):
+    """An option that takes one value (fuzz and serve drive one stack): given twice, it is
+    an error, not a silent "the last one wins" (elsewhere --stack repeats)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice: this command takes one stack "
+                         "(run it once per stack)")
+        setattr(namespace, self.dest, values)

@@ -19,7 +19,7 @@ def test_every_subcommand_has_a_description_an_example_and_help_on_every_option(
     assert parser.description and len(parser.description) > 40, name
     assert parser.epilog and parser.epilog.startswith("examples:\n  ccdiff "), name
     examples = parser.epilog.splitlines()[1:]
-    assert examples and all(f"ccdiff {name}" in line or "ccdiff" in line for line in examples)
+    assert examples and all("ccdiff" in line for line in examples)
     assert any(f"ccdiff {name}" in line for line in examples), name
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
@@ -319,3 +319,11 @@ def test_stacks_at_60_columns_keeps_names_versions_and_options_whole(monkeypatch
     assert _lines_fit(out, 60) and "…" not in out
     for row in available():
         assert f"│ {row['stack']} " in out and (not row["version"] or f" {row['version']} " in out)
+
+
+@pytest.mark.parametrize("argv", [["fuzz", "--engine", "hypothesis", "--time", "1s"], ["serve"]])
+def test_one_stack_commands_refuse_a_second_stack(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv + ["--stack", "quiche", "--stack", "ngtcp2"])
+    assert exit_.value.code == 2
+    assert "--stack given twice: this command takes one stack" in capsys.readouterr().err

@@ -39,7 +39,7 @@ def worker_name(text: str) -> str:
 
 
 def add_parser(sub) -> None:
-    from ..cli_help import add_command
+    from ..cli_help import Once, add_command
     p = add_command(sub, "fuzz", summary="fuzz a stack's controller (AFL++, honggfuzz or Hypothesis), with triage",
                     description="Fuzz a stack's controller with AFL++, honggfuzz (coverage-guided, in-process "
                     "harnesses, fuzz/driver/) or Hypothesis (generated event streams, the oracle in the loop). "
@@ -51,7 +51,7 @@ def add_parser(sub) -> None:
                     examples=["ccdiff fuzz --stack quiche@0.26.0 --engine afl --time 10m",
                               "ccdiff fuzz --stack ngtcp2 --engine honggfuzz --time 1h --jobs 4",
                               "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s"])
-    p.add_argument("--stack", required=True, metavar="SPEC",
+    p.add_argument("--stack", required=True, metavar="SPEC", action=Once,
                    help="the one stack to fuzz, e.g. quiche@0.26.0, ngtcp2, picoquic")
     p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"],
                    help="afl and honggfuzz mutate bytes (fuzz/install-deps.sh installs them); hypothesis "
