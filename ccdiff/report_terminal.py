@@ -42,36 +42,55 @@ def wrap_indented(text: str, width: int, indent: str = INDENT) -> str:
 
 
 def print_replay(console, result) -> None:
-    """One row per run with its counts, then each finding in full, wrapped and indented
-    (names of stacks and invariants are never cut to fit a column)."""
+    """One row per run, then each finding in full, wrapped and indented.  The violations and
+    deviations columns name the invariants when the names fit the console, else count
+    them (the findings below name them): a name is never cut to fit a column."""
     trace = result.trace
     by_stack = {}
     for finding in result.findings:
         by_stack.setdefault(finding.stack, []).append(finding)
     print_wrapped(console, f"{trace.source}: {len(trace.events)} events")
-    rows = []
+    runs = []
     for label, run in result.runs.items():
         found = by_stack.get(label, [])
-        bad = {f.invariant for f in found if f.status == "violation"}
-        dev = {f.invariant for f in found if f.status == "deviation"}
+        bad = sorted({f.invariant for f in found if f.status == "violation"})
+        dev = sorted({f.invariant for f in found if f.status == "deviation"})
         status = "ERROR" if run.error else "FAIL" if bad else "pass"
-        rows.append((label, size(run.snapshots[-1].cwnd) if run.snapshots else "-",
-                     str(len(bad)) if bad else "-", str(len(dev)) if dev else "-", status))
+        runs.append((label, size(run.snapshots[-1].cwnd) if run.snapshots else "-", bad, dev, status))
     headers = ("final cwnd", "violations", "deviations", "status")
-    colour = {"pass": "green", "FAIL": "red", "ERROR": "red"}
-    longest = max(len(row[0]) for row in rows + [("stack",)])
-    if table_width([longest] + [len(h) for h in headers]) > console.width:
-        for label, final, bad, dev, status in rows:     # a label too long for a table row
-            print_wrapped(console, f"{label}: {status}, final cwnd {final}, violations {bad}, deviations {dev}",
-                          style=colour[status])
+    longest = max(len(run[0]) for run in runs + [("stack",)])
+    named = [(label, final, "\n".join(bad) or "-", "\n".join(dev) or "-", status)   # one name a line
+             for label, final, bad, dev, status in runs]
+    counted = [(label, final, str(len(bad)) if bad else "-", str(len(dev)) if dev else "-", status)
+               for label, final, bad, dev, status in runs]
+    for rows in (named, counted):
+        widths = [max(len(h), *(len(line) for row in rows for line in row[i + 1].splitlines()))
+                  for i, h in enumerate(headers)]
+        if table_width([longest] + widths) <= console.width:
+            _replay_table(console, rows, headers)
+            break
     else:
-        table = Table()
-        name_column(table, "stack", [row[0] for row in rows])
-        for header in headers:
-            table.add_column(header, justify="left" if header == "status" else "right", no_wrap=True)
-        for *cells, status in rows:
-            table.add_row(*cells, f"[{colour[status]}]{status}[/]")
-        console.print(table)
+        for label, final, bad, dev, status in counted:       # a label too long for a table row
+            print_wrapped(console, f"{label}: {status}, final cwnd {final}, violations {bad}, deviations {dev}",
+                          style=_STATUS_COLOUR[status])
+    print_findings(console, result)
+
+
+_STATUS_COLOUR = {"pass": "green", "FAIL": "red", "ERROR": "red"}
+
+
+def _replay_table(console, rows: list, headers: tuple) -> None:
+    table = Table()
+    name_column(table, "stack", [row[0] for row in rows])
+    for header in headers:
+        table.add_column(header, justify="right" if header == "final cwnd" else "left", no_wrap=True)
+    for *cells, status in rows:
+        table.add_row(*cells, f"[{_STATUS_COLOUR[status]}]{status}[/]")
+    console.print(table)
+
+
+def print_findings(console, result) -> None:
+    """Each finding: where, then what, then the rule, continuation lines indented."""
     for finding in result.findings:
         inv = CATALOG[finding.invariant]
         more = f" (x{finding.count})" if finding.count > 1 else ""
