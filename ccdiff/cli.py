@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .cli_help import HelpFormatter, Once, add_command
 from .errors import SetupError
-from .output import write_json
+from .output import write_json, write_text_atomic
 from .trace import TraceError, load_trace
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -32,8 +33,8 @@ docs: docs/trace-format.md, docs/invariants.md, docs/adapters.md
 
 
 def _console():
-    from rich.console import Console
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    from .report_terminal import console
+    return console()
 
 
 def cmd_validate(args) -> int:
@@ -131,9 +132,12 @@ def cmd_stacks(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
+    from .report_terminal import name_column
     table = Table(title="stacks", title_justify="left")
-    for column in ("stack", "version", "built", "options / alias for"):
-        table.add_column(column)
+    name_column(table, "stack", [row["stack"] for row in rows])
+    name_column(table, "version", [row["version"] or "-" for row in rows])
+    table.add_column("built")
+    table.add_column("options / alias for", overflow="fold")   # option lists are long words
     for row in rows:
         built = "[yellow]stale[/] (adapter changed; ccdiff build " if row["stale"] else \
             "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
@@ -159,7 +163,7 @@ def cmd_decode(args) -> int:
     try:
         data = Path(args.input).read_bytes() if args.input != "-" else sys.stdin.buffer.read()
     except OSError as exc:
-        raise SetupError(f"cannot read {args.input}: {exc.strerror}") from None
+        raise SetupError(f"{args.input}: cannot read: {exc.strerror}") from None
     sys.stdout.write(dump_trace(decode(data, name=Path(args.input).name)))
     return EXIT_OK
 
@@ -185,33 +189,41 @@ def _scenario_list(names):
     return out
 
 
-def _stack_list(items):
-    """--stacks a,b --stacks c -> [a, b, c]; a part like 'hystart=off' after a SPEC with
-    options continues that SPEC (quiche:idle_fix=off,hystart=off) unless its right-hand
-    side names a stack (NAME=SPEC)."""
-    if not items:
-        return None
+def split_stack_specs(text: str, previous: list) -> list:
+    """'a,b' -> [a, b]; a part like 'hystart=off' after a SPEC with options continues that
+    SPEC (quiche:idle_fix=off,hystart=off) unless its right-hand side names a stack
+    (NAME=SPEC).  `previous`: the SPECs of the earlier --stack options, which the first
+    part may continue.  Returns the new SPECs, with previous[-1] possibly extended."""
     from .stacks import load_recipes, resolve
     recipes = load_recipes()
 
-    def names_stack(text):
+    def names_stack(value):
         try:
-            resolve(text, recipes)
+            resolve(value, recipes)
             return True
         except SetupError:
             return False
-    out = []
-    for item in items:
-        for part in item.split(","):
-            if not part:
-                continue
-            key, eq, value = part.partition("=")
-            if (out and ":" in out[-1] and eq and re.fullmatch(r"[a-z_][a-z0-9_]*", key)
-                    and ":" not in value and "@" not in value and not names_stack(value)):
-                out[-1] += "," + part
-            else:
-                out.append(part)
+    out = list(previous)
+    for part in text.split(","):
+        if not part:
+            continue
+        key, eq, value = part.partition("=")
+        if (out and ":" in out[-1] and eq and re.fullmatch(r"[a-z_][a-z0-9_]*", key)
+                and ":" not in value and "@" not in value and not names_stack(value)):
+            out[-1] += "," + part
+        else:
+            out.append(part)
     return out
+
+
+class StackSpecs(argparse.Action):
+    """--stack, repeatable, each a SPEC or a comma list of SPECs (split_stack_specs)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            setattr(namespace, self.dest, split_stack_specs(values, getattr(namespace, self.dest) or []))
+        except SetupError as exc:
+            parser.error(f"{option_string} {values}: {exc}")
 
 
 def cmd_conform(args) -> int:
@@ -219,7 +231,7 @@ def cmd_conform(args) -> int:
     from .conform import (cpu_count, default_stacks, exit_code, print_summary, run_conform,
                           with_controls, write_outputs)
     scenarios = _scenario_list(args.scenarios)
-    stacks = with_controls(_stack_list(args.stacks) or default_stacks())
+    stacks = with_controls(args.stacks or default_stacks())
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     if args.build:
         from .build import ensure_built
@@ -249,11 +261,14 @@ def cmd_conform(args) -> int:
         from .conform import compare
         try:
             baseline = json.loads(Path(args.baseline).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise SetupError(f"cannot read baseline {args.baseline}: {exc}") from None
+        except OSError as exc:
+            raise SetupError(f"{args.baseline}: cannot read: {exc.strerror or exc}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SetupError(f"{args.baseline}: not a summary.json ({exc})") from None
         regressions = compare(summary, baseline, args.tolerance)
         summary["regressions"] = regressions
     write_outputs(summary, args.out)
+    from .report_terminal import print_wrapped
     console = _console()
     print_summary(console, summary)
     print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
@@ -264,102 +279,172 @@ def cmd_conform(args) -> int:
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""
-            console.print(f"[red]regression[/] {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}")
+            print_wrapped(console, f"regression {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}",
+                          style="red")
         console.print(f"{len(regressions)} regressions against {args.baseline}")
         return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if regressions else EXIT_OK
     return exit_code(summary)
 
 
-def cmd_sim(args) -> int:
-    from .sim import simulate
-    (scenario,) = _scenario_list([args.scenario])
+SIM_CONTROLS = ("oracle", "oracle-reno")   # the CUBIC reference and the Reno control
+
+
+def _sim_params(items) -> dict:
+    """--set KEY=VALUE: VALUE is JSON when it parses (numbers, lists), else a string."""
     params = {}
-    for item in args.set or []:
+    for item in items or []:
         key, _, value = item.partition("=")
         try:
             params[key] = json.loads(value)
         except json.JSONDecodeError:
             params[key] = value
+    return params
+
+
+def _sim_trace_path(args, label: str) -> str:
+    if len(args.stack or ["oracle"]) == 1:
+        return args.trace
+    return f"{args.trace.removesuffix('.jsonl')}-{re.sub(r'[^A-Za-z0-9@._-]+', '_', label)}.jsonl"
+
+
+def cmd_sim(args) -> int:
+    """Each --stack, then the oracle and the Reno control on the same scenario and seed
+    (what a stack's numbers mean depends on what the reference does on that path)."""
+    from .report_terminal import print_sim
+    from .sim import simulate
+    (scenario,) = _scenario_list([args.scenario])
+    params = _sim_params(args.set)
     if params:
         scenario = scenario.with_params(**params)
-    worst = 0
-    for spec in args.stack or ["oracle"]:
-        result = simulate(scenario, spec, args.seed, record=bool(args.trace))
-        print(json.dumps(result.to_dict(), indent=1, sort_keys=True) if args.json else
-              f"{result.stack} seed {result.seed}: {result.status.upper()} "
-              f"completion={result.metrics['completion_us']} us "
-              f"min_window={result.metrics['min_window_us']} us "
-              f"flips={result.metrics['recovery_transitions']} events={result.metrics['events']}")
-        if not args.json:
-            for reason in result.reasons:
-                print(f"    {reason}")
-        if args.trace:
-            path = args.trace if len(args.stack or ["oracle"]) == 1 else \
-                f"{args.trace.removesuffix('.jsonl')}-{re.sub(r'[^A-Za-z0-9@._-]+', '_', result.stack)}.jsonl"
-            Path(path).write_text(result.trace_text())
-            print(f"    trace: {path}  (ccdiff replay {path} --stack {result.stack})")
-        worst = max(worst, EXIT_FINDINGS if result.status != "pass" else EXIT_OK)
-    return worst
+    specs = args.stack or ["oracle"]
+    controls = [c for c in SIM_CONTROLS if c not in specs] if args.controls else []
+    runs = []
+    for spec in specs + controls:
+        result = simulate(scenario, spec, args.seed, record=bool(args.trace) and spec in specs)
+        runs.append({"role": "stack" if spec in specs else "control", "result": result})
+    if args.json:
+        print(json.dumps({"scenario": scenario.name, "seed": args.seed,
+                          "runs": [dict(run["result"].to_dict(), role=run["role"]) for run in runs]},
+                         indent=1, sort_keys=True))
+    else:
+        print_sim(_console(), scenario, args.seed, runs)
+    for run in runs:
+        if args.trace and run["role"] == "stack":
+            path = _sim_trace_path(args, run["result"].stack)
+            write_text_atomic(path, run["result"].trace_text())
+            print(f"trace: {path}  (ccdiff replay {path} --stack {run['result'].stack})", file=sys.stderr)
+    failing = [run for run in runs if run["role"] == "stack" and run["result"].status != "pass"]
+    return EXIT_FINDINGS if failing else EXIT_OK
 
 
 def cmd_scenarios(args) -> int:
+    from .report_terminal import terminal_width, wrap_indented
     from .sim.scenario import available_scenarios, load_scenario
-    for name in available_scenarios():
-        s = load_scenario(name)
-        print(f"{name:24} {' '.join(s.purpose.split())[:90]}")
+    names = available_scenarios()
+    if args.names:
+        print("\n".join(names))
+        return EXIT_OK
+    width = terminal_width()
+    for name in names:
+        print(name)
+        print(wrap_indented(load_scenario(name).purpose, width))
     return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ccdiff", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        prog="ccdiff", formatter_class=HelpFormatter, epilog=EPILOG,
         description="Differential conformance testing of QUIC congestion controllers against an "
                     "RFC 9438 CUBIC reference oracle.")
-    parser.add_argument("--version", action="version", version=f"ccdiff {__version__}")
+    parser.add_argument("--version", action="version", version=f"ccdiff {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_replay, _add_matrix, _add_report, _add_validate, _add_stacks, _add_build,
+                _add_decode, _add_serve, _add_serve_reports, _add_conform, _add_sim, _add_scenarios):
+        add(sub)
+    from .fuzzing.command import add_parser as add_fuzz_parser
+    add_fuzz_parser(sub)
+    return parser
 
-    p = sub.add_parser("replay", help="run a trace through controllers and check every invariant",
-                       description="Replay a JSONL trace through one or more controllers, check every "
-                                   "invariant after every event and compare stacks with the oracle.")
+
+STACK_HELP = ("stack to run, repeatable (--stack a --stack b) or a comma list; "
+              "name[@version][:key=value,...], e.g. oracle, oracle:idle=last-send, oracle-reno, "
+              "quiche@0.26.0 (`ccdiff stacks` lists them)")
+
+
+def _add_replay(sub) -> None:
+    p = add_command(sub, "replay", summary="run a trace through controllers and check every invariant",
+                    description="Replay a JSONL trace through one or more controllers, check every "
+                                "invariant after every event and compare stacks with the oracle.",
+                    examples=["ccdiff replay examples/death-spiral.jsonl --stack oracle "
+                              "--stack oracle:idle=last-send",
+                              "ccdiff replay examples/death-spiral.jsonl --stack quiche@0.26.0 "
+                              "--report reports/death-spiral"])
     p.add_argument("trace", help="trace file (.jsonl), see docs/trace-format.md")
-    p.add_argument("--stack", action="append", metavar="SPEC",
-                   help="name[@version][:key=value,...], repeatable; default: oracle. "
-                        "e.g. oracle, oracle:idle=last-send, oracle-reno, quiche@0.26.0")
+    p.add_argument("--stack", action=StackSpecs, metavar="SPEC", help=STACK_HELP + "; default: oracle")
     p.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
     _add_isolation_options(p)
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("matrix", help="replay traces through every stack: a stack x invariant matrix",
-                       description="Replay every trace through every stack (default: the oracles and "
-                                   "every built stack) and print a stack x invariant matrix.")
-    p.add_argument("traces", nargs="+", metavar="TRACE")
-    p.add_argument("--stack", action="append", metavar="SPEC", help="restrict to these stacks (repeatable)")
+
+def _add_matrix(sub) -> None:
+    p = add_command(sub, "matrix", summary="replay traces through every stack: a stack x invariant matrix",
+                    description="Replay every trace through every stack (default: the oracles and "
+                                "every built stack) and print a stack x invariant matrix.",
+                    examples=["ccdiff matrix examples/*.jsonl",
+                              "ccdiff matrix examples/*.jsonl --stack oracle --stack quiche@0.26.0 "
+                              "--json matrix.json"])
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.jsonl)")
+    p.add_argument("--stack", action=StackSpecs, metavar="SPEC",
+                   help=STACK_HELP + "; default: the oracles and every built stack")
     p.add_argument("--json", metavar="FILE", help="also write the matrix and every finding as JSON")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
     _add_isolation_options(p)
     p.set_defaults(func=cmd_matrix)
 
-    p = sub.add_parser("report", help="HTML, Markdown bug reports, qlog and JUnit from a findings JSON",
-                       description="Turn the findings JSON of `ccdiff replay --json` or `ccdiff matrix "
-                                   "--json` into a report folder (docs/reports.md); the traces are "
-                                   "replayed again for the plots and qlog.")
-    p.add_argument("input", metavar="FINDINGS_JSON")
+
+def _add_report(sub) -> None:
+    p = add_command(sub, "report", summary="HTML, Markdown bug reports, qlog and JUnit from a findings JSON",
+                    description="Turn the findings JSON of `ccdiff replay --json` or `ccdiff matrix "
+                                "--json` into a report folder (docs/reports.md); the traces are "
+                                "replayed again for the plots and qlog.",
+                    examples=["ccdiff matrix examples/*.jsonl --json matrix.json; "
+                              "ccdiff report matrix.json --out reports/html"])
+    p.add_argument("input", metavar="FINDINGS_JSON", help="output of `ccdiff replay/matrix --json FILE`")
     p.add_argument("--out", metavar="DIR", required=True, help="report folder (new, empty, or an earlier report)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("validate", help="check traces for syntax and causal consistency")
-    p.add_argument("traces", nargs="+", metavar="TRACE")
+
+def _add_validate(sub) -> None:
+    p = add_command(sub, "validate", summary="check traces for syntax and causal consistency",
+                    description="Parse each trace and check it is well formed and causally consistent "
+                                "(time never goes back, packet numbers increase, an ACK or a loss names "
+                                "only packets in flight). Each error names the file and line. Exit 0 "
+                                "when every trace is valid, 2 otherwise.",
+                    examples=["ccdiff validate examples/idle-restart.jsonl",
+                              "ccdiff validate examples/*.jsonl"])
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.jsonl), docs/trace-format.md")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("stacks", help="list the stacks and versions, and which are built")
+
+def _add_stacks(sub) -> None:
+    p = add_command(sub, "stacks", summary="list the stacks and versions, and which are built",
+                    description="List every stack (implementations/*/stack.toml and the oracles), its "
+                                "pinned versions, whether its adapter is built (or stale), and the "
+                                "options its SPEC accepts.",
+                    examples=["ccdiff stacks", "ccdiff build all && ccdiff stacks --json"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_stacks)
 
-    p = sub.add_parser("build", help="fetch (pinned, sha256-checked) and build stack adapters",
-                       description="Build stack adapters from their pinned registry releases "
-                                   "(implementations/<stack>/stack.toml), or from a local checkout.")
+
+def _add_build(sub) -> None:
+    p = add_command(sub, "build", summary="fetch (pinned, sha256-checked) and build stack adapters",
+                    description="Build stack adapters from their pinned registry releases "
+                                "(implementations/<stack>/stack.toml), or from a local checkout.",
+                    examples=["ccdiff build all", "ccdiff build quiche@0.26.0",
+                              "ccdiff build quiche --source ~/src/quiche"])
     p.add_argument("specs", nargs="+", metavar="STACK[@VERSION]",
                    help="quiche (all pinned versions), quiche@0.26.0, or all")
     p.add_argument("--source", metavar="DIR", help="build from this local source tree instead")
@@ -367,40 +452,64 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rebuild even if built")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("decode", help="decode fuzzer bytes into a JSONL trace (docs/fuzz-encoding.md)")
+
+def _add_decode(sub) -> None:
+    p = add_command(sub, "decode", summary="decode fuzzer bytes into a JSONL trace (docs/fuzz-encoding.md)",
+                    description="Decode a fuzzer input (any byte string is a valid event stream, "
+                                "docs/fuzz-encoding.md) into the JSONL trace the harness replays, on "
+                                "standard output.",
+                    examples=["ccdiff decode fuzz/vectors/basic.bin > basic.jsonl",
+                              "head -c 64 /dev/urandom | ccdiff decode - | ccdiff validate /dev/stdin"])
     p.add_argument("input", help="binary file, or - for stdin")
     p.set_defaults(func=cmd_decode)
 
-    p = sub.add_parser("serve", help="serve built adapters over TCP (adapter containers; docs/containers.md)",
-                       description="Serve this machine's built adapters over TCP (JSON Lines, "
-                                   "ccdiff/remote.py); clients set CCDIFF_REMOTE_<STACK>=host:port.")
-    p.add_argument("--stack", metavar="NAME", help="serve only this stack (e.g. quiche); default: every built one")
+
+def _add_serve(sub) -> None:
+    p = add_command(sub, "serve", summary="serve built adapters over TCP (adapter containers; docs/containers.md)",
+                    description="Serve this machine's built adapters over TCP (JSON Lines, "
+                                "ccdiff/remote.py); clients set CCDIFF_REMOTE_<STACK>=host:port.",
+                    examples=["ccdiff serve --stack quiche --host 0.0.0.0 --port 7000",
+                              "CCDIFF_REMOTE_QUICHE=localhost:7000 ccdiff replay examples/death-spiral.jsonl "
+                              "--stack quiche@0.26.0"])
+    p.add_argument("--stack", metavar="NAME", action=Once, help="serve only this stack (e.g. quiche); default: every built one")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("serve-reports", help="serve the HTML reports under a folder over HTTP (read-only)",
-                       description="Serve FOLDER over HTTP: / lists every report under it (a folder with "
-                                   "an index.html), the rest are its files. Read-only; hidden folders "
-                                   "(fuzzer corpora) are not served. The compose `report` service runs it.")
-    p.add_argument("folder", nargs="?", default="reports", metavar="FOLDER", help="default: reports")
+
+def _add_serve_reports(sub) -> None:
+    p = add_command(sub, "serve-reports", summary="serve the HTML reports under a folder over HTTP (read-only)",
+                    description="Serve FOLDER over HTTP: / lists every report under it (a folder with "
+                                "an index.html), the rest are its files. Read-only; hidden folders "
+                                "(fuzzer corpora) are not served. The compose `report` service runs it.",
+                    examples=["ccdiff serve-reports reports --port 8080"])
+    p.add_argument("folder", nargs="?", default="reports", metavar="FOLDER",
+                   help="folder holding the reports (default: reports)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: any free one, printed)")
     p.set_defaults(func=cmd_serve_reports)
 
-    p = sub.add_parser("conform", help="closed-loop conformance: stacks x scenarios x seeds in the simulator",
-                       description="Run every stack through every scenario (scenarios/*.toml) with N seeds "
-                                   "in the closed-loop simulator, in parallel; write summary.json, junit.xml "
-                                   "and the traces of failing runs. The Reno controls (oracle-reno and each "
-                                   "stack's Reno alias) always run too. Exit 0 all pass, 1 failures, 2 errors.")
-    p.add_argument("--stacks", action="append", metavar="SPEC[,SPEC...]",
-                   help="stacks (default: the oracles and every built stack); NAME=SPEC reports SPEC "
-                        "as NAME, e.g. oracle=oracle:idle=last-send")
-    p.add_argument("--scenarios", action="append", metavar="NAME[,NAME...]",
-                   help="scenario names or .toml paths (default: all of scenarios/)")
+
+def _add_conform(sub) -> None:
+    p = add_command(sub, "conform", summary="closed-loop conformance: stacks x scenarios x seeds in the simulator",
+                    description="Run every stack through every scenario (scenarios/*.toml) with N seeds "
+                                "in the closed-loop simulator, in parallel; write summary.json, junit.xml "
+                                "and the traces of failing runs. The Reno controls (oracle-reno and each "
+                                "stack's Reno alias) always run too. Exit 0 all pass, 1 failures, 2 errors.",
+                    examples=["ccdiff conform --stack quiche@0.26.0 --stack quiche@0.30.0 --seeds 20",
+                              "ccdiff conform --stack oracle --scenario death-spiral,tail-loss --seeds 3",
+                              "ccdiff conform --stack quiche@0.30.0 --baseline last/summary.json"])
+    p.add_argument("--stack", "--stacks", dest="stacks", action=StackSpecs, metavar="SPEC",
+                   help=STACK_HELP + "; NAME=SPEC reports SPEC as NAME (oracle=oracle:idle=last-send); "
+                        "default: the oracles and every built stack")
+    p.add_argument("--scenario", "--scenarios", dest="scenarios", action="append", metavar="NAME",
+                   help="scenario name or .toml path, repeatable or a comma list (default: all of "
+                        "scenarios/; `ccdiff scenarios` lists them)")
     p.add_argument("--seeds", type=int, default=10, metavar="N", help="seeds per case (default 10)")
-    p.add_argument("--first-seed", type=int, default=0, metavar="S")
-    p.add_argument("--out", default="reports/conform", metavar="DIR")
+    p.add_argument("--first-seed", type=int, default=0, metavar="S",
+                   help="first seed; the run uses S .. S+N-1 (default 0)")
+    p.add_argument("--out", default="reports/conform", metavar="DIR",
+                   help="output folder: summary.json, junit.xml, cases.jsonl, traces/ (default reports/conform)")
     p.add_argument("--jobs", type=int, default=0, metavar="N", help="worker processes (default: cores)")
     p.add_argument("--traces", choices=["failing", "all", "none"], default="failing",
                    help="which runs keep a replayable trace under DIR/traces (default failing)")
@@ -422,23 +531,36 @@ def build_parser() -> argparse.ArgumentParser:
                         "failing seed of each scenario)")
     p.set_defaults(func=cmd_conform)
 
-    p = sub.add_parser("sim", help="run one scenario once in the closed-loop simulator",
-                       description="Simulate one scenario with one seed for each stack; print the verdict "
-                                   "and metrics, optionally write the replayable trace.")
-    p.add_argument("scenario", help="scenario name or .toml path")
-    p.add_argument("--stack", action="append", metavar="SPEC")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario field")
-    p.add_argument("--trace", metavar="FILE", help="write the run's trace (JSONL)")
-    p.add_argument("--json", action="store_true")
+
+def _add_sim(sub) -> None:
+    p = add_command(sub, "sim", summary="run one scenario once: the stack beside the oracle and the Reno control",
+                    description="Simulate one scenario with one seed in the closed-loop simulator, for each "
+                                "--stack and, on the same scenario and seed, the CUBIC oracle and the Reno "
+                                "control (oracle-reno); print them side by side with the verdict of each, "
+                                "optionally write the replayable traces. Exit 1 if a --stack does not pass.",
+                    examples=["ccdiff sim death-spiral --stack quiche@0.26.0 --seed 3",
+                              "ccdiff sim death-spiral --stack quiche@0.26.0 --set deadline_us=20000000 --json",
+                              "ccdiff sim tail-loss --trace tail.jsonl && ccdiff replay tail.jsonl"])
+    p.add_argument("scenario", help="scenario name or .toml path (`ccdiff scenarios` lists them)")
+    p.add_argument("--stack", action=StackSpecs, metavar="SPEC", help=STACK_HELP + "; default: oracle")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the scenario's loss and jitter (default 0)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a scenario field (a JSON value, e.g. rtt_ms=40), repeatable")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write each --stack run's trace (JSONL; FILE-<stack>.jsonl when several)")
+    p.add_argument("--no-controls", dest="controls", action="store_false",
+                   help="run only the --stack runs, not the oracle and the Reno control beside them")
+    p.add_argument("--json", action="store_true", help="print raw results (µs, bytes) as JSON instead")
     p.set_defaults(func=cmd_sim)
 
-    p = sub.add_parser("scenarios", help="list the scenario catalog")
-    p.set_defaults(func=cmd_scenarios)
 
-    from .fuzzing.command import add_parser as add_fuzz_parser
-    add_fuzz_parser(sub)
-    return parser
+def _add_scenarios(sub) -> None:
+    p = add_command(sub, "scenarios", summary="list the scenario catalog",
+                    description="List the network scenarios of scenarios/*.toml with what each one "
+                                "exercises (docs: scenarios/README.md).",
+                    examples=["ccdiff scenarios", "ccdiff sim $(ccdiff scenarios --names | head -1)"])
+    p.add_argument("--names", action="store_true", help="print only the names, one a line")
+    p.set_defaults(func=cmd_scenarios)
 
 
 def main(argv=None) -> int:

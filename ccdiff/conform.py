@@ -455,55 +455,101 @@ def junit_xml(summary: dict) -> bytes:
 
 
 def print_summary(console, summary: dict) -> None:
-    from rich.table import Table
-    cells = {(c["stack"], c["scenario"]): c for c in summary["cells"]}
-    table = Table(title=f"conformance: pass rate over {len(summary['seeds'])} seeds "
-                        "(passed/runs; late = missed the deadline; E = errors)", title_justify="left")
-    table.add_column("stack")
-    for name in summary["scenarios"]:
-        table.add_column(name, justify="center")
-    for label in summary["stacks"]:
-        row = [label]
-        for name in summary["scenarios"]:
-            c = cells[(label, name)]
-            colour = "green" if c["passed"] == c["runs"] else "red" if c["passed"] == 0 else "yellow"
-            text = f"[{colour}]{c['passed']}/{c['runs']}[/]"
-            if c["errors"]:
-                text += f" [bold red]E{c['errors']}[/]"
-            late = c["runs"] - c["completed"]
-            if late:
-                text += f" [dim]({late} late)[/]"
-            row.append(text)
-        table.add_row(*row)
-    console.print(table)
-    detail = Table(title="per stack x scenario (medians over all seeds; in brackets: the runs that missed "
-                         "the deadline)", title_justify="left")
-    for col in ("stack", "scenario", "completed", "completion ms", "at min window ms",
-                "recovery flips", "why not passing"):
-        detail.add_column(col)
-
-    def med(stats, scale=1):
-        return "-" if not stats else f"{stats['median'] / scale:.0f}"
-
-    for c in summary["cells"]:
-        m, mf = c["metrics"], c["metrics_late"]
-        fail_part = lambda key, scale=1: f" [{med(mf[key], scale)}]" if mf[key] else ""  # noqa: E731
-        detail.add_row(c["stack"], c["scenario"], f"{c['completed']}/{c['runs']}",
-                       med(m["completion_us"], 1000),
-                       med(m["min_window_us"], 1000) + fail_part("min_window_us", 1000),
-                       med(m["recovery_transitions"]) + fail_part("recovery_transitions"),
-                       _top_reasons(c["failure_reasons"]))
-    console.print(detail)
+    from .report_terminal import INDENT, print_wrapped
+    _print_pass_rates(console, summary)
+    _print_medians(console, summary)
     shown = set()
     for case in summary["cases"]:                   # the first error of each stack x scenario
         cell = (case["stack"], case["scenario"])
         if case["status"] == "error" and case.get("replay") and cell not in shown:
             shown.add(cell)
-            console.print(f"[bold red]error[/] {case['stack']} {case['scenario']} seed {case['seed']}: "
-                          f"{case['reasons'][0]}\n    replay: {case['replay']}", markup=True, highlight=False)
+            print_wrapped(console, f"error {case['stack']} {case['scenario']} seed {case['seed']}: "
+                                   f"{case['reasons'][0]}", style="bold red")
+            print_wrapped(console, f"replay: {case['replay']}", first=INDENT, indent=INDENT * 2)
     t = summary["totals"]
     console.print(f"{t['runs']} runs: [green]{t['passed']} passed[/], [red]{t['failed']} failed[/], "
                   f"{t['errors']} errors")
+
+
+def _pass_rate_cell(c: dict) -> str:
+    colour = "green" if c["passed"] == c["runs"] else "red" if c["passed"] == 0 else "yellow"
+    text = f"[{colour}]{c['passed']}/{c['runs']}[/]"
+    if c["errors"]:
+        text += f" [bold red]E{c['errors']}[/]"
+    late = c["runs"] - c["completed"]
+    if late:
+        text += f" [dim]({late} late)[/]"
+    return text
+
+
+def _print_pass_rates(console, summary: dict) -> None:
+    """Stacks x scenarios.  Scenario columns are numbered, with a legend, when their names
+    do not fit the console, and split over several tables when even that does not fit: a
+    cut name ("death-s…") or a cut cell would leave the grid unreadable."""
+    from rich.table import Table
+    from .report_terminal import column_chunks, column_keys, name_column, plain_width, print_wrapped
+    cells = {(c["stack"], c["scenario"]): c for c in summary["cells"]}
+    stacks, scenarios = summary["stacks"], summary["scenarios"]
+    text = {(label, name): _pass_rate_cell(cells[(label, name)]) for label in stacks for name in scenarios}
+    cell_width = max(plain_width(t) for t in text.values())
+    longest_stack = max(len(label) for label in stacks + ["stack"])
+    headers, legend = column_keys(scenarios, longest_stack, cell_width, console.width)
+    widths = [max(len(h), cell_width) for h in headers]
+    print_wrapped(console, f"conformance: pass rate over {len(summary['seeds'])} seeds (passed/runs; "
+                           "late = missed the deadline; E = errors)")
+    for chunk in column_chunks(longest_stack, widths, console.width):
+        table = Table()
+        name_column(table, "stack", stacks)
+        for i in chunk:
+            table.add_column(headers[i], justify="center", min_width=widths[i])
+        for label in stacks:
+            table.add_row(label, *(text[(label, scenarios[i])] for i in chunk))
+        console.print(table)
+    if legend:
+        console.print(f"scenarios:\n{legend}", markup=False, highlight=False)
+
+
+def _print_medians(console, summary: dict) -> None:
+    """One row per stack, grouped under a row per scenario; why a cell does not pass goes
+    below the table, one wrapped line each, so invariant names are never cut."""
+    from rich.table import Table
+    from .report_terminal import name_column, print_wrapped
+    from .units import duration
+    print_wrapped(console, "per scenario and stack, medians over all seeds (in brackets: over the runs "
+                           "that missed the deadline). done: runs that completed before the deadline; "
+                           "time: completion time; at floor: time spent at the minimum window; "
+                           "transitions: entries into and exits from recovery")
+    table = Table()
+    by_scenario: dict = {}
+    for c in summary["cells"]:
+        by_scenario.setdefault(c["scenario"], []).append(c)
+    name_column(table, "scenario / stack", list(by_scenario) + [f"  {c['stack']}" for c in summary["cells"]])
+    for header in ("done", "time", "at floor", "transitions"):
+        table.add_column(header, justify="right")
+
+    def median(stats, show):
+        return "-" if not stats else show(stats["median"])
+
+    def count(value):
+        return f"{value:.0f}"
+
+    for scenario, group in by_scenario.items():
+        table.add_row(scenario, style="bold")
+        for n, c in enumerate(group, 1):
+            m, late = c["metrics"], c["metrics_late"]
+
+            def with_late(key, show):
+                return median(m[key], show) + (f" [{median(late[key], show)}]" if late[key] else "")
+            table.add_row(f"  {c['stack']}", f"{c['completed']}/{c['runs']}", median(m["completion_us"], duration),
+                          with_late("min_window_us", duration), with_late("recovery_transitions", count),
+                          end_section=n == len(group))
+    console.print(table, markup=False)
+    failing = [c for c in summary["cells"] if c["failure_reasons"]]
+    if failing:
+        console.print("why not passing (invariant or criterion: runs):")
+    for c in failing:
+        print_wrapped(console, f"{c['stack']} on {c['scenario']}: {_top_reasons(c['failure_reasons'], 99)}",
+                      first="  ", indent="      ")
 
 
 def _top_reasons(reasons: dict, top: int = 3) -> str:

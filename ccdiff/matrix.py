@@ -42,26 +42,32 @@ def run_matrix(trace_paths: list, specs: list, progress=None) -> dict:
 
 
 def print_matrix(console, matrix: dict) -> None:
+    """Stacks x invariants.  Invariant columns are numbered, with a legend, when their
+    names do not fit the console, and split over several tables when even that does not."""
     from rich.table import Table
+    from .report_terminal import column_chunks, column_keys, name_column, print_wrapped
     invariants = matrix["invariants"]
     cells = {(c["stack"], c["invariant"]): c for c in matrix["cells"]}
-    table = Table(title=f"conformance matrix: {len(matrix['traces'])} traces "
-                        "(n = traces with a violation, dn = documented deviation)", title_justify="left")
-    table.add_column("stack")
-    for inv in invariants:
-        # One word per line keeps a dozen invariant columns readable in 120 columns.
-        table.add_column(inv.replace("-", "-\n"), justify="center")
+    print_wrapped(console, f"conformance matrix: {len(matrix['traces'])} traces (n = traces with a "
+                           "violation, dn = documented deviation)")
+    text = {}
     for stack in matrix["stacks"]:
-        row = [stack]
         for inv in invariants:
             cell = cells.get((stack, inv))
-            if cell is None:
-                row.append("[dim].[/]")
-            elif cell["violation"]:
-                row.append(f"[bold red]{cell['violation']}[/]")
-            else:
-                row.append(f"[yellow]d{cell['deviation']}[/]")
-        table.add_row(*row)
-    console.print(table)
+            text[(stack, inv)] = ("[dim].[/]" if cell is None else f"[bold red]{cell['violation']}[/]"
+                                  if cell["violation"] else f"[yellow]d{cell['deviation']}[/]")
+    longest_stack = max(len(s) for s in matrix["stacks"] + ["stack"])
+    headers, legend = column_keys(invariants, longest_stack, 3, console.width)
+    widths = [max(len(h), 3) for h in headers]
+    for chunk in column_chunks(longest_stack, widths, console.width) if invariants else [[]]:
+        table = Table()
+        name_column(table, "stack", matrix["stacks"])
+        for i in chunk:
+            table.add_column(headers[i], justify="center", min_width=widths[i])
+        for stack in matrix["stacks"]:
+            table.add_row(stack, *(text[(stack, invariants[i])] for i in chunk))
+        console.print(table)
+    if legend:
+        console.print(f"invariants:\n{legend}", markup=False, highlight=False)
     for error in matrix["errors"]:
-        console.print(f"[red]error[/] {error['stack']} on {error['trace']}: {error['error']}")
+        print_wrapped(console, f"error {error['stack']} on {error['trace']}: {error['error']}", style="red")

@@ -28,8 +28,9 @@ MAX_PN = 2**62 - 1                # RFC 9000 §17.1
 class TraceError(Exception):
     """A malformed or impossible trace: where, and what was expected."""
 
-    def __init__(self, source: str, line: int, reason: str):
-        super().__init__(f"{source}:{line}: {reason}")
+    def __init__(self, source: str, line: int | None, reason: str):
+        # line None: the file as a whole (it cannot be read); "path:0:" would point nowhere.
+        super().__init__(f"{source}:{line}: {reason}" if line else f"{source}: {reason}")
         self.source, self.line, self.reason = source, line, reason
 
 
@@ -262,14 +263,27 @@ def parse_trace_text(text: str, source: str = "<string>") -> Trace:
 def load_trace(path: str) -> Trace:
     """Read a trace file; unreadable or non-UTF-8 files become TraceError too."""
     if "\0" in path:   # open() would raise ValueError, not OSError
-        raise TraceError(path.replace("\0", "\\0"), 0, "cannot read: the path contains a NUL byte")
+        raise TraceError(path.replace("\0", "\\0"), None, "cannot read: the path contains a NUL byte")
     try:
         with open(path, encoding="utf-8") as fh:
             return parse_lines(fh, path)
     except OSError as exc:
-        raise TraceError(path, 0, f"cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(path, 0, f"not UTF-8 text (byte {exc.start})") from None
+        raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        line, column = _first_non_utf8(path)
+        raise TraceError(path, line, f"not UTF-8 text (byte {column} of the line)") from None
+
+
+def _first_non_utf8(path: str) -> tuple:
+    """(line, byte offset in it, 1-based) of the first byte that is not UTF-8: the decoder's
+    own offset counts from its last buffer, not from the start of the file."""
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return number, exc.start + 1
+    return None, 0
 
 
 def _ranges(pns: tuple) -> list:

@@ -39,15 +39,25 @@ def worker_name(text: str) -> str:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fuzz", help="coverage-guided fuzzing of a stack's controller, with triage",
-                       description="Fuzz a stack's controller with AFL++, honggfuzz (in-process harnesses, "
-                       "fuzz/driver/) or Hypothesis (oracle in the loop). Findings are replayed through "
-                       "the oracle, deduplicated and minimized into FINDINGS/<stack>/<signature>/"
-                       "reproducer.jsonl. A second run resumes from the stored corpus; Ctrl-C keeps "
-                       "everything found so far.")
-    p.add_argument("--stack", required=True, metavar="SPEC", help="e.g. quiche@0.26.0, ngtcp2, picoquic")
-    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"])
-    p.add_argument("--time", required=True, metavar="DURATION", help="e.g. 90s, 10m")
+    from ..cli_help import Once, add_command
+    p = add_command(sub, "fuzz", summary="fuzz a stack's controller (AFL++, honggfuzz or Hypothesis), with triage",
+                    description="Fuzz a stack's controller with AFL++, honggfuzz (coverage-guided, in-process "
+                    "harnesses, fuzz/driver/) or Hypothesis (generated event streams, the oracle in the loop). "
+                    "Findings are replayed through the oracle, deduplicated and minimized into "
+                    "FINDINGS/<stack>/<signature>/reproducer.jsonl. The instrumented build happens first; "
+                    "--time counts fuzzing time only. A second run resumes from the stored corpus; Ctrl-C "
+                    "keeps everything found so far. Exit 0 nothing stored, 1 findings stored, 2 setup "
+                    "errors or a run that executed no input.",
+                    examples=["ccdiff fuzz --stack quiche@0.26.0 --engine afl --time 10m",
+                              "ccdiff fuzz --stack ngtcp2 --engine honggfuzz --time 1h --jobs 4",
+                              "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s"])
+    p.add_argument("--stack", required=True, metavar="SPEC", action=Once,
+                   help="the one stack to fuzz, e.g. quiche@0.26.0, ngtcp2, picoquic")
+    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"],
+                   help="afl and honggfuzz mutate bytes (fuzz/install-deps.sh installs them); hypothesis "
+                   "generates event streams in Python")
+    p.add_argument("--time", required=True, metavar="DURATION",
+                   help="fuzzing time, not counting the build, e.g. 90s, 10m, 1h30m")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="parallel fuzzers: AFL++ -M/-S instances, honggfuzz threads (default 1; "
                    "hypothesis runs one)")
@@ -62,27 +72,55 @@ def add_parser(sub) -> None:
                    help="in-process invariants that abort (default: numeric-error, cwnd-below-minimum, "
                    "future-recovery-start, adapter-error)")
     p.add_argument("--no-queue", action="store_true",
-                   help="triage crashes only, not every new-coverage corpus entry")
+                   help="afl/honggfuzz: triage only the inputs the harness aborted on, not every "
+                   "corpus entry that added coverage")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report of the stored findings (FINDINGS/<stack>/report/)")
     p.set_defaults(func=cmd_fuzz)
 
 
+# A --time run that executed fewer inputs than this checked nothing: "0 new findings" and
+# exit 0 would be a silent false negative in a nightly (an engine that never started, a
+# budget spent building).  One input is the least that shows the engine and the harness
+# ran; it says nothing about whether the run was long enough.
+MIN_EXECUTIONS = 1
+
+
 class Status:
-    """One live line on a terminal; a line every 10 s otherwise."""
+    """One live line on a terminal; a line every 10 s otherwise.  Words per engine:
+    AFL++ and honggfuzz execute inputs, measure coverage and keep the inputs on which the
+    harness aborted (an in-process invariant or a crash); Hypothesis generates examples in
+    rounds and stops a round on an example that violates an invariant."""
 
     def __init__(self, engine: str):
         self.engine, self.tty, self.last = engine, sys.stderr.isatty(), 0.0
 
-    def show(self, elapsed: float, stats: dict, findings: int, final: bool = False) -> None:
-        line = (f"[{self.engine}] {elapsed:6.0f} s  {stats.get('execs_per_sec', 0):8.0f} execs/s  "
+    def line(self, elapsed: float, stats: dict, findings: int) -> str:
+        speed = stats.get("execs_per_sec", 0)
+        if self.engine == "hypothesis":
+            return (f"[hypothesis] {elapsed:6.0f} s  {stats.get('execs', 0)} examples ({speed:.0f}/s)  "
+                    f"{stats.get('rounds', 0)} rounds  {stats.get('violations', 0)} violating  "
+                    f"findings {findings}")
+        return (f"[{self.engine}] {elapsed:6.0f} s  {stats.get('execs', 0)} executions ({speed:.0f}/s)  "
                 f"coverage {stats.get('coverage', '-')}  corpus {stats.get('corpus', 0)}  "
-                f"crashes {stats.get('crashes', 0)}  findings {findings}")
+                f"aborted {stats.get('crashes', 0)}  findings {findings}")
+
+    def show(self, elapsed: float, stats: dict, findings: int, final: bool = False) -> None:
+        line = self.line(elapsed, stats, findings)
         if self.tty:
             print("\r" + line.ljust(110), end="\n" if final else "", file=sys.stderr, flush=True)
         elif final or time.monotonic() - self.last >= 10:
             print(line, file=sys.stderr, flush=True)
             self.last = time.monotonic()
+
+
+def check_executions(engine: str, executed: int, seconds: float) -> None:
+    """Exit 2 (SetupError) when a run that was not interrupted executed too few inputs."""
+    if executed < MIN_EXECUTIONS:
+        where = "" if engine == "hypothesis" else "; the engine's log is under FINDINGS/<stack>/.work/"
+        raise SetupError(f"fuzz: {engine} executed {executed} inputs in {seconds:g} s of fuzzing (at least "
+                         f"{MIN_EXECUTIONS} expected): nothing was checked, so 'no finding' would mean "
+                         f"nothing{where}; give it a longer --time")
 
 
 def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=None) -> None:
@@ -104,7 +142,6 @@ def _interrupt(signum, frame):
 
 
 def cmd_fuzz(args) -> int:
-    from ..build import ensure_built
     # Ctrl-C and a polite kill both stop the engine and keep what it found (a shell
     # starts background jobs with SIGINT ignored, so SIGTERM matters for scripts).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -120,61 +157,23 @@ def cmd_fuzz(args) -> int:
     target = resolve(args.stack)
     if target.kind != "native":
         raise SetupError(f"{args.stack}: fuzzing drives a stack's adapter; the oracle is the judge, not a target")
-    ensure_built(target)                        # the Python replay of triage uses the ordinary build
-    root = Path(args.findings)
-    triage = Triage(root, args.stack, target.label)
-    work = triage.folder / ".work"
     seeds = Path(args.seeds) if args.seeds else project_root() / DEFAULT_SEEDS
     if not seeds.is_dir() or not any(seeds.iterdir()):
         raise SetupError(f"--seeds {seeds}: not a folder with seed inputs")
-    dictionary = project_root() / DEFAULT_DICT
+    triage = Triage(Path(args.findings), args.stack, target.label)
+    campaign = _build(args, target, triage.folder / ".work", seeds, worker)
     status = Status(args.engine)
-    known, started = set(triage.stored), time.monotonic()
+    known = set(triage.stored)
     print(f"fuzzing {target.label} with {args.engine} for {seconds:.0f} s; findings in {triage.folder}",
           file=sys.stderr)
-    if args.engine == "hypothesis":
-        from . import hypo
-
-        def progress(stats, found):
-            status.show(time.monotonic() - started, stats, len(triage.stored))
-        try:
-            result = hypo.run(args.stack, triage, seconds, work / "hypothesis-db", progress)
-            stats = {"execs_per_sec": result["execs_per_sec"], "corpus": result["examples"],
-                     "crashes": len(result["new"])}
-        except KeyboardInterrupt:
-            stats = {}
+    started = time.monotonic()       # --time is fuzzing time: the build is done
+    if campaign is None:
+        stats, interrupted = _run_hypothesis(args, triage, seconds, status, started)
     else:
-        from .engines import ENGINES
-        campaign = ENGINES[args.engine](target, work, seeds, dictionary if dictionary.exists() else None,
-                                        args.jobs, args.sanitize, args.invariants, worker)
-        done: set = set()
-        stats, interrupted = {}, False
-        try:
-            campaign.start()
-            next_triage = 0.0
-            while time.monotonic() - started < seconds and campaign.running():
-                time.sleep(1)
-                stats = campaign.stats()
-                if time.monotonic() >= next_triage:
-                    _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
-                    next_triage = time.monotonic() + 5
-                status.show(time.monotonic() - started, stats, len(triage.stored))
-        except KeyboardInterrupt:
-            interrupted = True
-            print("\ninterrupted: stopping the engine, keeping what was found", file=sys.stderr)
-        finally:
-            campaign.stop()
-        failure = None if interrupted or time.monotonic() - started >= seconds else campaign.failure()
-        if failure:
-            raise SetupError(failure)
-        stats = campaign.stats() or stats
-        try:
-            _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
-            if not args.no_queue:
-                _triage_files(triage, campaign.queue_files(), args.engine, done)
-        except KeyboardInterrupt:
-            print("\ninterrupted again: triage cut short", file=sys.stderr)
+        stats, interrupted = _run_engine(args, campaign, triage, seconds, status, started)
     status.show(time.monotonic() - started, stats, len(triage.stored), final=True)
+    if not interrupted:
+        check_executions(args.engine, stats.get("execs", 0), seconds)
     new = [stored for key, stored in triage.stored.items() if key not in known]
     print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
     for stored in new:
@@ -183,6 +182,79 @@ def cmd_fuzz(args) -> int:
     if triage.stored and not args.no_report:
         _report(triage)
     return 1 if triage.stored else 0
+
+
+def _build(args, target, work: Path, seeds: Path, worker: str):
+    """Everything the run needs built, before the clock starts: the ordinary build (triage
+    replays through it) and, for AFL++ and honggfuzz, the instrumented harness (the
+    Campaign builds it).  Returns the campaign, or None for Hypothesis."""
+    from ..build import ensure_built
+    print(f"building {target.label} for {args.engine} (not counted in --time) ...", file=sys.stderr, flush=True)
+    began = time.monotonic()
+    ensure_built(target)
+    campaign = None
+    if args.engine != "hypothesis":
+        from .engines import ENGINES
+        dictionary = project_root() / DEFAULT_DICT
+        campaign = ENGINES[args.engine](target, work, seeds, dictionary if dictionary.exists() else None,
+                                        args.jobs, args.sanitize, args.invariants, worker)
+    print(f"built {target.label} for {args.engine} in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    return campaign
+
+
+def _run_hypothesis(args, triage, seconds: float, status, started: float):
+    from . import hypo
+
+    def progress(stats, found):
+        status.show(time.monotonic() - started, stats, len(triage.stored))
+    try:
+        result = hypo.run(args.stack, triage, seconds, triage.folder / ".work" / "hypothesis-db", progress)
+    except KeyboardInterrupt:
+        return {}, True
+    return {key: result[key] for key in ("execs_per_sec", "execs", "rounds", "violations")}, False
+
+
+def _run_engine(args, campaign, triage, seconds: float, status, started: float):
+    """Run the engine for `seconds`, triaging its aborting inputs as they come.  "execs" in
+    the stats returned counts this run's executions only (AFL++ keeps counting across
+    resumed runs)."""
+    done: set = set()
+    stats, interrupted = {}, False
+    before = campaign.executions()
+    try:
+        campaign.start()
+        next_triage = 0.0
+        while time.monotonic() - started < seconds and campaign.running():
+            time.sleep(1)
+            stats = campaign.stats()
+            stats["execs"] = _since(before, stats.get("execs", 0))
+            if time.monotonic() >= next_triage:
+                _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
+                next_triage = time.monotonic() + 5
+            status.show(time.monotonic() - started, stats, len(triage.stored))
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted: stopping the engine, keeping what was found", file=sys.stderr)
+    finally:
+        campaign.stop()
+    failure = None if interrupted or time.monotonic() - started >= seconds else campaign.failure()
+    if failure:
+        raise SetupError(failure)
+    stats = campaign.stats() or stats
+    stats["execs"] = _since(before, campaign.executions())
+    try:
+        _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
+        if not args.no_queue:
+            _triage_files(triage, campaign.queue_files(), args.engine, done)
+    except KeyboardInterrupt:
+        print("\ninterrupted again: triage cut short", file=sys.stderr)
+    return stats, interrupted
+
+
+def _since(before: int, now: int) -> int:
+    """Executions of this run from an engine counter read before it and now: a counter
+    that went down was restarted by the engine, and counts this run alone."""
+    return now - before if now >= before else now
 
 
 def _report(triage) -> None:

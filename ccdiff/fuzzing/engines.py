@@ -64,6 +64,11 @@ class Campaign:
                 proc.kill()
                 proc.wait()
 
+    def executions(self) -> int:
+        """Inputs executed so far, as the engine counts them (cumulative over resumed
+        runs for some engines: callers compare with the count before start)."""
+        return 0
+
     def running(self) -> bool:
         return any(proc.poll() is None for proc in self.procs)
 
@@ -124,7 +129,18 @@ class Afl(Campaign):
             cover = max(cover, float(str(row.get("map_size", "0%")).rstrip("%") or 0))
             paths += len(list((inst / "queue").glob("id:*")))
             crashes += len(list((inst / "crashes").glob("id:*")))
-        return {"execs_per_sec": execs, "coverage": f"{cover:.2f}% map", "corpus": paths, "crashes": crashes}
+        return {"execs_per_sec": execs, "coverage": f"{cover:.2f}% map", "corpus": paths, "crashes": crashes,
+                "execs": self.executions()}
+
+    def executions(self) -> int:
+        """execs_done of fuzzer_stats (written every minute and at exit) or total_execs of
+        plot_data (every 5 s), whichever is fresher, summed over this run's instances."""
+        total = 0
+        for inst in self._instances():
+            stats = _fuzzer_stats(inst / "fuzzer_stats")
+            row = _last_plot_row(inst / "plot_data")
+            total += max(_int(stats.get("execs_done")), _int(row.get("total_execs")))
+        return total
 
     def crash_files(self) -> list:
         """Crashes and hangs of every instance, this run's or not (a killed worker's are
@@ -136,6 +152,22 @@ class Afl(Campaign):
 
     def queue_files(self) -> list:
         return sorted(f for inst in self._instances() for f in (inst / "queue").glob("id:*"))
+
+
+def _int(text) -> int:
+    try:
+        return int(float(text or 0))
+    except ValueError:
+        return 0
+
+
+def _fuzzer_stats(path: Path) -> dict:
+    """AFL++'s fuzzer_stats: "name   : value" lines."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
 
 
 def _last_plot_row(path: Path) -> dict:
@@ -171,11 +203,17 @@ class Honggfuzz(Campaign):
         master, slave = os.openpty()
         self.procs.append(_popen(cmd, env=dict(self.env, TERM="xterm"), stdout=slave, stderr=slave))
         os.close(slave)
-        self._live = {"execs_per_sec": 0.0, "coverage": "-", "crashes": 0}
+        self._live = {"execs_per_sec": 0.0, "coverage": "-", "crashes": 0, "execs": 0}
         self.logs.append(self.work / "honggfuzz" / (f"honggfuzz-{self.worker}.log" if self.worker
                                                      else "honggfuzz.log"))
         self._log = open(self.logs[-1], "ab")
-        threading.Thread(target=self._read, args=(master,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(master,), daemon=True)
+        self._reader.start()
+
+    def stop(self) -> None:
+        super().stop()
+        if hasattr(self, "_reader"):
+            self._reader.join(timeout=5)    # its exit summary holds the final iteration count
 
     def _read(self, fd: int) -> None:
         buffer = ""
@@ -191,13 +229,21 @@ class Honggfuzz(Campaign):
             speed = re.findall(r"Speed\s*:\s*[\d,]+/sec\s*\[avg:\s*([\d,]+)\]", buffer)  # steadier than now
             edges = re.findall(r"Coverage\s*:.*?edge:\s*([\d,]+)/([\d,]+)", buffer)
             summary = re.findall(r"Summary iterations:(\d+) time:(\d+) speed:(\d+)", buffer)
+            iterations = re.findall(r"Iterations\s*:\s*([\d,]+)", buffer)
+            if iterations:
+                self._live["execs"] = int(iterations[-1].replace(",", ""))
             if summary:
                 self._live["execs_per_sec"] = float(summary[-1][2])
+                self._live["execs"] = int(summary[-1][0])
             elif speed:
                 self._live["execs_per_sec"] = float(speed[-1].replace(",", ""))
             if edges:
                 self._live["coverage"] = f"{edges[-1][0]} edges"
         os.close(fd)
+
+    def executions(self) -> int:
+        """honggfuzz counts from 0 in each run: its display's Iterations, then its exit summary."""
+        return self._live["execs"] if hasattr(self, "_live") else 0
 
     def stats(self) -> dict:
         return dict(self._live, corpus=len(list((self.work / "honggfuzz" / "corpus").iterdir())),

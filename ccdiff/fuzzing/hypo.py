@@ -33,8 +33,9 @@ class _NewFinding(Exception):
 
 
 def run(spec: str, triage: Triage, seconds: float, database_dir, on_progress=None) -> dict:
-    """Rounds of ROUND_EXAMPLES examples until `seconds` have passed."""
-    started, examples, rounds = time.monotonic(), 0, 0
+    """Rounds of ROUND_EXAMPLES examples until `seconds` have passed.  "violations": the
+    rounds that ended on an example violating an invariant not stored yet."""
+    started, examples, rounds, violating = time.monotonic(), 0, 0, 0
     new = []
     database = DirectoryBasedExampleDatabase(str(database_dir))
 
@@ -58,11 +59,13 @@ def run(spec: str, triage: Triage, seconds: float, database_dir, on_progress=Non
         try:
             prop()
         except _NewFinding:
+            violating += 1
             new += triage.add_input(failing["data"], "hypothesis", "hypothesis")
         rounds += 1
         if on_progress:
             elapsed = time.monotonic() - started
-            on_progress({"execs_per_sec": examples / max(elapsed, 1e-9), "coverage": f"{rounds} rounds",
-                         "corpus": examples, "crashes": len(new)}, new)
+            on_progress({"execs_per_sec": examples / max(elapsed, 1e-9), "rounds": rounds,
+                         "execs": examples, "violations": violating}, new)
     elapsed = time.monotonic() - started
-    return {"execs_per_sec": examples / max(elapsed, 1e-9), "examples": examples, "new": new}
+    return {"execs_per_sec": examples / max(elapsed, 1e-9), "execs": examples, "rounds": rounds,
+            "violations": violating, "new": new}

@@ -37,7 +37,7 @@ def read_document(path: str) -> dict:
     try:
         doc = json.loads(Path(path).read_text())
     except OSError as exc:
-        raise SetupError(f"cannot read {path}: {exc.strerror}") from None
+        raise SetupError(f"{path}: cannot read: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SetupError(f"{path}: not a JSON findings document ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("findings"), list) or \

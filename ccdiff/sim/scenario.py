@@ -135,11 +135,15 @@ def load_scenario(name_or_path: str) -> Scenario:
     path = Path(name_or_path)
     if not path.suffix:
         path = scenarios_dir() / f"{name_or_path}.toml"
-    if not path.exists():
-        known = ", ".join(available_scenarios())
-        raise SetupError(f"unknown scenario {name_or_path!r}; known: {known}")
+        if not path.exists():
+            known = ", ".join(available_scenarios())
+            raise SetupError(f"unknown scenario {name_or_path!r}; known: {known}")
     try:
         data = tomllib.loads(path.read_text())
+    except OSError as exc:      # a .toml path the user named
+        raise SetupError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SetupError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise SetupError(f"{path}: {exc}") from None
     return parse_scenario(data, str(path))
