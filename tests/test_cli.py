@@ -276,7 +276,7 @@ def test_an_engine_that_executes_nothing_exits_2(tmp_path, monkeypatch, capsys):
 def test_fuzz_progress_uses_each_engines_words():
     from ccdiff.fuzzing.command import Status
     hypo = Status("hypothesis").line(5, {"execs_per_sec": 300, "execs": 1500, "rounds": 8, "violations": 2}, 3)
-    assert hypo == "[hypothesis]      5 s  1500 examples (300/s)  8 rounds  2 violating  findings 3"
+    assert hypo == "[hypothesis]      5 s  1500 examples (300/s)  8 rounds  violations 2  findings 3"
     afl = Status("afl").line(5, {"execs_per_sec": 900, "execs": 4500, "coverage": "1.20% map", "corpus": 40,
                                  "crashes": 2}, 1)
     assert afl == "[afl]      5 s  4500 executions (900/s)  coverage 1.20% map  corpus 40  aborted 2  findings 1"

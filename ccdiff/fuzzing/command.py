@@ -99,7 +99,7 @@ class Status:
         speed = stats.get("execs_per_sec", 0)
         if self.engine == "hypothesis":
             return (f"[hypothesis] {elapsed:6.0f} s  {stats.get('execs', 0)} examples ({speed:.0f}/s)  "
-                    f"{stats.get('rounds', 0)} rounds  {stats.get('violations', 0)} violating  "
+                    f"{stats.get('rounds', 0)} rounds  violations {stats.get('violations', 0)}  "
                     f"findings {findings}")
         return (f"[{self.engine}] {elapsed:6.0f} s  {stats.get('execs', 0)} executions ({speed:.0f}/s)  "
                 f"coverage {stats.get('coverage', '-')}  corpus {stats.get('corpus', 0)}  "
