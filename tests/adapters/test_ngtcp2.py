@@ -21,6 +21,7 @@ from __future__ import annotations
 import pytest
 
 from ccdiff.build import ensure_built
+from ccdiff.clock import ENV_VAR
 from ccdiff.errors import SetupError
 
 from .common import run_events, sent
@@ -278,19 +279,8 @@ def test_gap_fill_ack_is_not_held_by_recovery():
     assert snaps[6].cwnd == 2717
 
 
-def test_known_bug_avoidance_without_epoch_after_persistent_congestion():
-    """Pins an ngtcp2 1.25.0 bug (reported by ccdiff; fails once fixed).
-
-    Persistent congestion resets CUBIC's variables (epoch_start = UINT64_MAX,
-    w_max = w_est = 0, cc.c:194-205 via cc.c:562) but keeps ssthresh (6000,
-    see test_persistent_congestion).  Slow start from 2400 reaches 6000 and
-    the next ACK runs congestion avoidance with no epoch: cc.c:277 computes
-    t = ts - UINT64_MAX = ts + 1 ns.  With ngtcp2's clock near zero (here
-    221 ms) W_cubic ~ 0 + a few bytes, w_est = 0 + m = 1200 * 1200 / 6000
-    = 240 > W_cubic, so cwnd = w_est = 240 (cc.c:444-445): below the
-    2 * 1200 minimum.  (With a large real clock W_cubic is astronomically
-    large instead and the window grows at the 1.5x cap.)
-    """
+def avoidance_after_persistent_congestion():
+    """Slow start from the collapsed 2400 to the kept ssthresh 6000, then two ACKs in avoidance."""
     events = ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
               + [sent(10_000 + 20_000 * i, 10 + i) for i in range(6)]
               + [dict(t=200_000, ev="lost", pns=[[10, 14]]),
@@ -301,9 +291,42 @@ def test_known_bug_avoidance_without_epoch_after_persistent_congestion():
         events += [sent(t, pn), sent(t, pn + 1),
                    dict(t=t + 10_000, ev="ack", pns=[pn]), dict(t=t + 10_000, ev="ack", pns=[pn + 1])]
         pn, t = pn + 2, t + 10_000
+    return events
+
+
+def test_known_bug_avoidance_without_epoch_after_persistent_congestion():
+    """Pins an ngtcp2 1.25.0 bug (reported by ccdiff; fails once fixed).
+
+    Congestion avoidance with no epoch after cubic_vars_reset.  Persistent
+    congestion resets CUBIC's variables (epoch_start = UINT64_MAX, w_max =
+    w_est = 0, cc.c:194-205 via cc.c:562) but keeps ssthresh (6000, see
+    test_persistent_congestion).  Slow start from 2400 reaches 6000 and the
+    next ACKs run congestion avoidance with no epoch: cc.c:277 computes t =
+    ts - UINT64_MAX = ts + 1 ns, i.e. the clock's whole uptime (capped at an
+    hour, cc.c:290).  W_cubic is then enormous, the target is capped at
+    1.5 x cwnd (cc.c:425) and the window grows by half a datagram per acked
+    datagram (6000 -> 6600 -> 7200) with no epoch ever set: neither RFC
+    9438's curve nor its Reno-friendly estimate.  The window stays above the
+    minimum at a real clock (test_clock.py pins that the old clock near 0
+    made it 240).
+    """
+    snaps, findings = run(avoidance_after_persistent_congestion())
+    assert ack_cwnds(avoidance_after_persistent_congestion(), snaps)[-4:] == [4800, 6000, 6600, 7200]
+    assert snaps[-1].epoch_start_us is None
+    assert "cwnd-below-minimum" not in {f.invariant for f in findings}
+
+
+def test_clock_near_zero_made_the_window_fall_below_the_minimum(monkeypatch):
+    """The same trace with ngtcp2's clock at 1 us (the adapter's old mapping of trace time 0).
+
+    With ts ~ 221 ms, W_cubic ~ 0 + a few bytes, w_est = 0 + m = 1200 * 1200 /
+    6000 = 240 > W_cubic, so cwnd = w_est = 240 (cc.c:444-445): below the
+    2 * 1200 minimum, a state no connection with an uptime-like clock reaches.
+    """
+    monkeypatch.setenv(ENV_VAR, "1")
+    events = avoidance_after_persistent_congestion()
     snaps, findings = run(events)
     assert ack_cwnds(events, snaps)[-4:] == [4800, 6000, 240, 1440]
-    assert snaps[-1].epoch_start_us is None
     assert "cwnd-below-minimum" in {f.invariant for f in findings}
 
 
