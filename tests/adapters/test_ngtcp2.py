@@ -224,23 +224,28 @@ def test_spurious_loss_is_undone():
     assert undone.recovery_start_us is None and undone.epoch_start_us is None
 
 
+def persistent_congestion_events():
+    """RFC 9002 §7.6.2 holds: a 10 ms sample at 10 ms, then pns 10-14 lost 200 ms apart."""
+    return ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
+            + [sent(10_100 + 50_000 * i, 10 + i) for i in range(6)]
+            + [dict(t=270_100, ev="lost", pns=[[10, 14]]),
+               dict(t=270_100, ev="persistent_congestion"),
+               dict(t=270_100, ev="ack", pns=[15])])
+
+
 def test_persistent_congestion():
     """Persistent congestion: cwnd = 2 * mds, ssthresh kept (cc.c:556-568).
 
-    10 packets acked at 10 ms (cwnd 24000), 6 more sent every 20 ms from
-    10 ms; at 200 ms pns 10-14 are lost with persistent congestion and pn 15
-    acked.  In the ACK (rtb.c order): rs.delivered = 1200 (pn 15 was sent
+    10 packets acked at 10 ms (cwnd 24000), 6 more sent every 50 ms from
+    10.1 ms; at 270.1 ms pns 10-14 (sent 200 ms apart, more than RFC 9002
+    §7.6.1's (10 + 20 + 25) * 3 = 165 ms) are lost with persistent congestion
+    and pn 15 acked.  In the ACK (rtb.c order): rs.delivered = 1200 (pn 15 was sent
     after 12000 bytes were delivered); 2400 < 24000 so ssthresh = min(16800,
     max(1200, 0 + 6000)) = 6000; then cwnd = 2400 and the recovery start is
     cleared, so on_ack_recv grows slow start by 1200: 3600, ssthresh 6000.
     The persistent_congestion snapshot itself (loss-timer path) is 2400.
     """
-    events = ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
-              + [sent(10_000 + 20_000 * i, 10 + i) for i in range(6)]
-              + [dict(t=200_000, ev="lost", pns=[[10, 14]]),
-                 dict(t=200_000, ev="persistent_congestion"),
-                 dict(t=200_000, ev="ack", pns=[15])])
-    snaps, findings = run(events)
+    snaps, findings = run(persistent_congestion_events())
     assert snaps[-2].cwnd == 2 * MDS
     assert (snaps[-1].cwnd, snaps[-1].ssthresh) == (3600, 6000)
     assert snaps[-1].recovery_start_us is None
@@ -281,12 +286,8 @@ def test_gap_fill_ack_is_not_held_by_recovery():
 
 def avoidance_after_persistent_congestion():
     """Slow start from the collapsed 2400 to the kept ssthresh 6000, then two ACKs in avoidance."""
-    events = ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
-              + [sent(10_000 + 20_000 * i, 10 + i) for i in range(6)]
-              + [dict(t=200_000, ev="lost", pns=[[10, 14]]),
-                 dict(t=200_000, ev="persistent_congestion"),
-                 dict(t=200_000, ev="ack", pns=[15])])
-    pn, t = 16, 201_000
+    events = persistent_congestion_events()
+    pn, t = 16, 271_000
     for _ in range(2):
         events += [sent(t, pn), sent(t, pn + 1),
                    dict(t=t + 10_000, ev="ack", pns=[pn]), dict(t=t + 10_000, ev="ack", pns=[pn + 1])]
@@ -338,14 +339,16 @@ def test_loss_after_persistent_congestion_at_the_same_time_starts_recovery():
     so the collapse erased the recovery period the later loss starts and the ACK of a packet
     sent at that instant grew the window (growth-in-recovery).  Now the collapsed batch is
     committed first (loss-timer path): cwnd 2400, then pn 41's loss (sent at 30 ms, not in
-    recovery) is a congestion event at 40 ms: ssthresh = max(1680, 2400) = cwnd = 2400 and
-    the recovery start is 40 ms, so pn 51 (sent at 40 ms <= start, cc.c:113-117) is not credited.
+    recovery) is a congestion event at 240 ms: ssthresh = max(1680, 2400) = cwnd = 2400 and
+    the recovery start is 240 ms, so pn 51 (sent at 240 ms <= start, cc.c:113-117) is not
+    credited.  (A 10 ms sample first and pns 46-47 sent 200 ms apart: RFC 9002 §7.6.2 holds.)
     """
-    events = ([sent(30_000, pn) for pn in (41, 42, 46, 47)]
-              + [dict(t=40_000, ev="lost", pns=[[46, 47]]), dict(t=40_000, ev="persistent_congestion"),
-                 dict(t=40_000, ev="lost", pns=[41]), sent(40_000, 51), dict(t=50_000, ev="ack", pns=[51])])
+    events = ([sent(0, 0), dict(t=10_000, ev="ack", pns=[0])]
+              + [sent(30_000, pn) for pn in (41, 42, 46)] + [sent(230_000, 47)]
+              + [dict(t=240_000, ev="lost", pns=[[46, 47]]), dict(t=240_000, ev="persistent_congestion"),
+                 dict(t=240_000, ev="lost", pns=[41]), sent(240_000, 51), dict(t=250_000, ev="ack", pns=[51])])
     snaps, findings = run(events)
-    assert snaps[5].cwnd == 2 * MDS and snaps[5].recovery_start_us is None
-    assert (snaps[6].cwnd, snaps[6].recovery_start_us) == (2400, 40_000)
-    assert (snaps[8].cwnd, snaps[8].recovery_start_us) == (2400, 40_000)
+    assert snaps[7].cwnd == 2 * MDS and snaps[7].recovery_start_us is None
+    assert (snaps[8].cwnd, snaps[8].recovery_start_us) == (2400, 240_000)
+    assert (snaps[10].cwnd, snaps[10].recovery_start_us) == (2400, 240_000)
     assert not [f for f in findings if f.status == "violation"]

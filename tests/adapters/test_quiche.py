@@ -429,7 +429,8 @@ def test_ecn_ce_and_persistent_congestion_are_ignored(version):
     s = Sender().send(10).advance(10 * MS)
     s.lines.append(json.dumps({"t": s.t, "ev": "ack", "pns": [s.unacked.popleft()], "ecn_ce": True}))
     s.marks["ce"] = len(s.lines) - 2
-    s.advance(2_000 * MS).lose(9)
+    # Two packets sent after the sample, 2 s apart (RFC 9002 §7.6.2 holds), lost with the rest.
+    s.advance(100).send(1).advance(2_000 * MS).send(1).advance(10 * MS).lose(11)
     s.lines.append(json.dumps({"t": s.t, "ev": "persistent_congestion"}))
     s.marks["pc"] = len(s.lines) - 2
     snaps = s.run(cubic(version))
