@@ -54,3 +54,34 @@ def persistent_congestion_failure(lost, batch_pns, first_sample_t, smoothed_us: 
             f"congestion duration {duration} us = (smoothed_rtt {smoothed_us} + max(4*rttvar {rttvar_us}, "
             f"kGranularity {K_GRANULARITY_US}) + max_ack_delay {max_ack_delay_us}) * "
             f"{K_PERSISTENT_CONGESTION_THRESHOLD} (RFC 9002 §7.6.1, §7.6.2)")
+
+
+K_PACKET_THRESHOLD = 3                   # RFC 9002 §6.1.1: RECOMMENDED initial value
+K_TIME_THRESHOLD = (9, 8)                # RFC 9002 §6.1.2: kTimeThreshold 9/8
+
+
+def loss_delay_us(smoothed_us: int, latest_us: int) -> int:
+    """RFC 9002 §6.1.2: max(kTimeThreshold * max(smoothed_rtt, latest_rtt), kGranularity)."""
+    num, den = K_TIME_THRESHOLD
+    return max(num * max(smoothed_us, latest_us) // den, K_GRANULARITY_US)
+
+
+def loss_detection_failure(pn: int, sent_us: int, now_us: int, largest_acked: int,
+                           smoothed_us: int, latest_us: int) -> str | None:
+    """Why RFC 9002 §6.1 would not declare this packet lost at now_us, or None.
+
+    Lost when sent before an acknowledged packet and either kPacketThreshold packets
+    before the largest acknowledged or sent at least the loss delay ago (Appendix A.10).
+    """
+    if largest_acked < pn:
+        return (f"lost packet {pn} was not sent before an acknowledged packet "
+                f"(largest acknowledged {'none' if largest_acked < 0 else largest_acked}; RFC 9002 §6.1)")
+    if largest_acked >= pn + K_PACKET_THRESHOLD:
+        return None
+    delay = loss_delay_us(smoothed_us, latest_us)
+    if sent_us <= now_us - delay:
+        return None
+    return (f"lost packet {pn} is {largest_acked - pn} packets before the largest acknowledged "
+            f"{largest_acked} (kPacketThreshold {K_PACKET_THRESHOLD}) and was sent {now_us - sent_us} us "
+            f"before, less than 9/8 x max(smoothed_rtt {smoothed_us}, latest_rtt {latest_us}) = {delay} us "
+            f"(RFC 9002 §6.1)")

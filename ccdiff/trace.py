@@ -18,7 +18,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Union
 
-from .reach import DEFAULT_MAX_ACK_DELAY_US, persistent_congestion_failure
+from .reach import DEFAULT_MAX_ACK_DELAY_US, loss_detection_failure, persistent_congestion_failure
 
 TRACE_VERSION = 1
 DEFAULT_MAX_DATAGRAM_SIZE = 1200
@@ -79,6 +79,11 @@ class Trace:
     events: list
     source: str = "<trace>"
     lines: list = field(default_factory=list)  # source line of each event
+    # "strict": every event is one a real connection's loss detection makes (RFC 9002 §6.1,
+    # §7.6.2, ack_delay <= max_ack_delay); "lenient" names the first line that is not
+    # (lenient_reason).  None until judged (judge_reachability).
+    reachability: str | None = None
+    lenient_reason: str = ""
 
     def line_of(self, index: int) -> int:
         return self.lines[index] if index < len(self.lines) else 0
@@ -155,6 +160,28 @@ class _Causality:
         self.first_sample_t = None
         self.loss_batch: list = []          # (pn, sent) of the lost events at last_t
         self.pending_pc = None              # (t, reason, fail) of a PC awaiting its ACK
+        self.largest_acked = -1
+        self.pending_losses: list = []      # (line, Lost) at one time, awaiting their ACK
+        self.lenient_reason = ""            # the first line that makes the trace lenient
+
+    def note_lenient(self, line: int, reason: str) -> None:
+        if not self.lenient_reason:
+            self.lenient_reason = f"line {line}: {reason}"
+
+    def judge_losses(self) -> None:
+        """Strictness of the pending losses: RFC 9002 §6.1 on the state now.
+
+        Called after the ACK that revealed them, when one follows at the same time (the
+        stack ran loss detection after taking that ACK, Appendix A.7), else as timer losses.
+        """
+        for line, ev in self.pending_losses:
+            for pn in ev.pns:
+                reason = loss_detection_failure(pn, self.sent_at[pn], ev.t, self.largest_acked,
+                                                self.rtt.smoothed, self.rtt.latest)
+                if reason:
+                    self.note_lenient(line, reason)
+                    break
+        self.pending_losses = []
 
     def pc_failure(self):
         lost = sorted((pn, self.sent_at[pn]) for pn in self.lost - self.acked)
@@ -181,15 +208,23 @@ class _Causality:
     def finish(self) -> None:
         if self.pending_pc:
             self.settle_persistent_congestion()
+        if self.pending_losses:
+            self.judge_losses()
 
     def acked_between(self, lo: int, hi: int) -> bool:
         i, j = bisect_right(self.sent_pns, lo), bisect_right(self.sent_pns, hi - 1)
         return any(pn in self.acked for pn in self.sent_pns[i:j])
 
-    def check(self, ev, fail) -> None:
+    def check(self, ev, fail, line: int = 0) -> None:
         if ev.t < self.last_t:
             fail(f"time goes backwards: t={ev.t} after t={self.last_t}")
         kind = type(ev)
+        loss_ack = False
+        if self.pending_losses:
+            loss_t = self.pending_losses[0][1].t
+            loss_ack = kind is Ack and ev.t == loss_t
+            if not loss_ack and not (kind in (Lost, PersistentCongestion) and ev.t == loss_t):
+                self.judge_losses()
         revealing_ack = self.pending_pc is not None and kind is Ack and ev.t == self.pending_pc[0]
         if self.pending_pc is not None and not revealing_ack:
             self.settle_persistent_congestion()
@@ -214,8 +249,14 @@ class _Causality:
             self.rtt.update(ev.t - self.sent_at[ev.pns[-1]], ev.ack_delay)
             if self.first_sample_t is None:
                 self.first_sample_t = ev.t
+            self.largest_acked = max(self.largest_acked, ev.pns[-1])
+            if ev.ack_delay > self.max_ack_delay:
+                self.note_lenient(line, f"ack_delay {ev.ack_delay} us exceeds max_ack_delay "
+                                        f"{self.max_ack_delay} us (RFC 9000 §18.2)")
             if revealing_ack:
                 self.settle_persistent_congestion(ev)
+            if loss_ack:
+                self.judge_losses()
         elif kind is Lost:
             for pn in ev.pns:
                 if pn not in self.sent_at:
@@ -228,6 +269,7 @@ class _Causality:
             if type(self.last_event) is not Lost or self.last_event.t != ev.t:
                 self.loss_batch = []
             self.loss_batch += [(pn, self.sent_at[pn]) for pn in ev.pns]
+            self.pending_losses.append((line, ev))
         elif kind is PersistentCongestion:
             prev = self.last_event
             if type(prev) is not Lost or prev.t != ev.t:
@@ -312,13 +354,32 @@ def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
             causality.start(header)
             continue
         ev = _parse_event(obj, fail)
-        causality.check(ev, fail)
+        causality.check(ev, fail, lineno)
         events.append(ev)
         event_lines.append(lineno)
     if header is None:
         raise TraceError(source, max(lineno, 1), "empty trace: expected a header line")
     causality.finish()
-    return Trace(header, events, source, event_lines)
+    return Trace(header, events, source, event_lines, *_reachability(causality))
+
+
+def _reachability(causality: _Causality) -> tuple:
+    return ("lenient", causality.lenient_reason) if causality.lenient_reason else ("strict", "")
+
+
+def judge_reachability(trace: Trace) -> Trace:
+    """Fill trace.reachability for a trace built in memory (decoder, simulator); returns it."""
+    if trace.reachability is None:
+        causality = _Causality()
+        causality.start(trace.header)
+        for index, ev in enumerate(trace.events):
+            line = trace.line_of(index)
+            def fail(reason, _line=line):
+                raise TraceError(trace.source, _line, reason)
+            causality.check(ev, fail, line)
+        causality.finish()
+        trace.reachability, trace.lenient_reason = _reachability(causality)
+    return trace
 
 
 def parse_trace_text(text: str, source: str = "<string>") -> Trace:

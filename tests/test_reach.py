@@ -193,3 +193,84 @@ def test_decoder_emits_persistent_congestion_when_it_holds():
     split = decode((vectors / "pc-split-by-ack.bin").read_bytes()).events
     assert isinstance(with_pc[-1], PersistentCongestion) and persistent_congestion_holds(with_pc, len(with_pc) - 1)
     assert not any(isinstance(ev, PersistentCongestion) for ev in split)
+
+
+# --- strict or lenient: RFC 9002 §6.1 losses, ack_delay <= max_ack_delay ------------------
+
+def reach(events, **header):
+    trace = parse_trace_text(trace_text(events, **header), "r.jsonl")
+    return trace.reachability, trace.lenient_reason
+
+
+FLIGHT = [sent(0, i) for i in range(5)]
+
+
+def test_packet_threshold_loss_is_strict():
+    # pn 0 lost when pn 3 (0 + kPacketThreshold) is acknowledged, by the ACK at the same time.
+    events = FLIGHT + [{"t": 10_000, "ev": "lost", "pns": [0]}, {"t": 10_000, "ev": "ack", "pns": [1, 2, 3]}]
+    assert reach(events) == ("strict", "")
+
+
+def test_loss_short_of_both_thresholds_is_lenient_with_its_line():
+    events = FLIGHT + [{"t": 10_000, "ev": "lost", "pns": [0]}, {"t": 10_000, "ev": "ack", "pns": [1, 2]}]
+    label, reason = reach(events)
+    assert label == "lenient"
+    assert reason.startswith("line 7: lost packet 0 is 2 packets before the largest acknowledged 2")
+    assert "9/8 x max(smoothed_rtt 10000, latest_rtt 10000) = 11250 us (RFC 9002 §6.1)" in reason
+
+
+def test_time_threshold_loss_is_strict():
+    # pn 0 sent at 0, acked neighbour pn 1 at 10 ms; declared lost by the timer at 11.25 ms.
+    events = FLIGHT + [{"t": 10_000, "ev": "ack", "pns": [1]}, {"t": 11_250, "ev": "lost", "pns": [0]}]
+    assert reach(events) == ("strict", "")
+    early = FLIGHT + [{"t": 10_000, "ev": "ack", "pns": [1]}, {"t": 11_249, "ev": "lost", "pns": [0]}]
+    assert reach(early)[0] == "lenient"
+
+
+def test_loss_of_a_packet_sent_after_every_acknowledged_one_is_lenient():
+    events = FLIGHT + [{"t": 10_000, "ev": "ack", "pns": [0]}, {"t": 900_000, "ev": "lost", "pns": [4]}]
+    label, reason = reach(events)
+    assert label == "lenient" and "not sent before an acknowledged packet (largest acknowledged 0" in reason
+
+
+def test_ack_delay_above_max_ack_delay_is_lenient():
+    events = FLIGHT[:1] + [{"t": 40_000, "ev": "ack", "pns": [0], "ack_delay": 25_000}]
+    assert reach(events) == ("strict", "")
+    assert reach(events, max_ack_delay=20_000) == (
+        "lenient", "line 3: ack_delay 25000 us exceeds max_ack_delay 20000 us (RFC 9000 §18.2)")
+
+
+def test_validate_prints_it_and_replay_json_and_findings_carry_it(tmp_path):
+    strict = tmp_path / "strict.jsonl"
+    strict.write_text(trace_text(FLIGHT + [{"t": 10_000, "ev": "lost", "pns": [0]},
+                                           {"t": 10_000, "ev": "ack", "pns": [1, 2, 3]}]))
+    lenient = ROOT / "examples" / "death-spiral.jsonl"
+    out = subprocess.run([sys.executable, "-m", "ccdiff", "validate", str(strict), str(lenient)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[0].endswith(", strict")
+    assert ", lenient (line 6: lost packet 0 is 2 packets before" in out.stdout.splitlines()[1]
+    report = tmp_path / "r.json"
+    subprocess.run([sys.executable, "-m", "ccdiff", "replay", str(lenient), "--stack", "oracle:idle=last-send",
+                    "--json", str(report)], cwd=ROOT, capture_output=True, check=False)
+    document = json.loads(report.read_text())
+    assert document["reachability"] == "lenient" and document["lenient_reason"].startswith("line 6:")
+    assert document["findings"] and all(f["reachability"] == "lenient" for f in document["findings"])
+
+
+def test_matrix_json_has_reachability_per_trace():
+    from ccdiff.matrix import run_matrix
+    lenient = str(ROOT / "examples" / "death-spiral.jsonl")
+    matrix = run_matrix([lenient], ["oracle:idle=last-send"])
+    assert matrix["reachability"] == [{"trace": lenient, "reachability": "lenient",
+                                       "lenient_reason": parse_trace_text(
+                                           Path(lenient).read_text()).lenient_reason}]
+    assert matrix["findings"] and all(f["reachability"] == "lenient" for f in matrix["findings"])
+
+
+def test_simulator_traces_are_strict():
+    """The simulator's loss detection is RFC 9002 §6.1's, so its traces are strict."""
+    for scenario in ("death-spiral", "tail-loss", "reordering"):
+        result = simulate(load_scenario(scenario), "oracle", 1, record=True, check=False)
+        trace = parse_trace_text(result.trace_text(), scenario)
+        assert (trace.reachability, trace.lenient_reason) == ("strict", "")
