@@ -330,11 +330,17 @@ impl Ctl {
     fn snapshot(&self, now: Instant, bif: u64, out: &mut CcdSnapshot) {
         let cc = &self.cc;
         let ssthresh = cc.ssthresh();
-        // quiche's own phase: reno::state_str (reno.rs:146), which cubic's
-        // state_str calls; "conservative_slow_start" (HyStart++ CSS) maps to
-        // slow start.  Recovery = a packet sent now counts as in recovery
-        // (Congestion::in_congestion_recovery, mod.rs:169).
-        out.phase = if cc.hystart_in_css() || cc.congestion_window() < ssthresh {
+        // The phase is the branch quiche's growth code takes (cubic.rs:255,
+        // reno.rs on_packet_acked): slow start, including HyStart++'s CSS,
+        // while cwnd < ssthresh; otherwise congestion avoidance.  Not
+        // state_str (reno.rs:146-148): it says "conservative_slow_start"
+        // whenever in_css(), and in_css() stays true after CSS ends
+        // (hystart.rs:170-183 returns true, cubic.rs:271-274 sets ssthresh =
+        // cwnd, css_start_time is kept), while quiche already grows that
+        // window in congestion avoidance with the CSS start as its epoch
+        // (cubic.rs:276-281).  Recovery = a packet sent now counts as in
+        // recovery (Congestion::in_congestion_recovery, mod.rs:169).
+        out.phase = if cc.congestion_window() < ssthresh {
             CCD_PHASE_SLOW_START
         } else if cc.in_congestion_recovery(now) {
             CCD_PHASE_RECOVERY
