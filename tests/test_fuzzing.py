@@ -174,6 +174,8 @@ def test_triage_stores_once_and_remembers(tmp_path):
     assert triage.add_input(data + b"\x00", "honggfuzz", "crash-2") == []    # same finding, other engine
     info = json.loads((new[0].folder / "finding.json").read_text())
     assert info["found_by"] == ["afl", "honggfuzz"] and info["events"] == 3
+    # send 1, lose it, send 1: no acknowledged packet was sent after it (RFC 9002 §6.1)
+    assert info["reachability"] == "lenient" and "not sent before an acknowledged packet" in info["lenient_reason"]
     again = Triage(tmp_path, QUICHE, QUICHE)                                   # a later run
     assert set(again.stored) == {"future-recovery-start--sent-recovery"}
     reproducer = load_trace(str(new[0].folder / "reproducer.jsonl"))
