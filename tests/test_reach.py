@@ -171,14 +171,19 @@ def persistent_congestion_holds(events, index: int, max_ack_delay: int = 25_000)
                for y in candidates if y in batch for x in candidates if x < y)
 
 
-OPS = st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 4, 5]), st.integers(0, 255)), max_size=40)
+# Biased towards what persistent congestion needs (an RTT sample first, waits of 10-960 ms,
+# few ACKs between losses): about 5% of inputs then establish it, the rest are refused.
+SAMPLE_FIRST = bytes([0x00, 0x00, 0x05, 0x00, 0x01, 0x00])     # send 1, ACK it, wait 0.1 ms
+OPS = st.lists(st.one_of(st.tuples(st.sampled_from([0, 0, 2, 3, 3, 4, 5]), st.integers(0, 255)),
+                         st.tuples(st.just(1), st.integers(128, 223))), max_size=40)
 
 
 @settings(max_examples=300, deadline=None)
-@given(OPS)
-def test_every_decoded_persistent_congestion_satisfies_rfc9002_7_6_2(ops):
+@given(st.booleans(), OPS)
+def test_every_decoded_persistent_congestion_satisfies_rfc9002_7_6_2(sample_first, ops):
     # Every lose op asks for persistent congestion (bit 7), so the decoder must refuse the rest.
-    data = bytes(b for code, arg in ops for b in (code, arg | 0x80 if code == 3 else arg))
+    data = (SAMPLE_FIRST if sample_first else b"") + bytes(
+        b for code, arg in ops for b in (code, arg | 0x80 if code == 3 else arg))
     trace = decode(data)
     parse_trace_text(dump_trace(trace))
     for i, ev in enumerate(trace.events):
@@ -274,3 +279,14 @@ def test_simulator_traces_are_strict():
         result = simulate(load_scenario(scenario), "oracle", 1, record=True, check=False)
         trace = parse_trace_text(result.trace_text(), scenario)
         assert (trace.reachability, trace.lenient_reason) == ("strict", "")
+
+
+@pytest.mark.parametrize("wait_arg,span_ms,expected", [(0x8F, 160, False), (0x90, 170, True)])
+def test_decoder_duration_boundary(wait_arg, span_ms, expected):
+    """A 10 ms sample gives (10 + max(4 x 5, 1) + 25) x 3 = 165 ms: the two lost packets,
+    sent span_ms apart, establish persistent congestion only beyond it."""
+    data = bytes([0x00, 0x00, 0x05, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, wait_arg, 0x00, 0x00, 0x03, 0x81])
+    events = decode(data).events
+    lost = [ev for ev in events if isinstance(ev, Lost)]
+    assert lost and lost[0].pns == (1, 2)
+    assert isinstance(events[-1], PersistentCongestion) is expected
