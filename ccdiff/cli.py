@@ -46,12 +46,14 @@ def cmd_validate(args) -> int:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
             continue
-        print(f"{path}: ok, {len(trace.events)} events, max_datagram_size {trace.header.max_datagram_size}")
+        reach = trace.reachability + (f" ({trace.lenient_reason})" if trace.lenient_reason else "")
+        print(f"{path}: ok, {len(trace.events)} events, max_datagram_size {trace.header.max_datagram_size}, "
+              f"{reach}")
     return EXIT_ERROR if failed else EXIT_OK
 
 
 def cmd_replay(args) -> int:
-    from .replay import replay
+    from .replay import finding_dicts, reachability_fields, replay
     from .report_terminal import print_replay
     trace = load_trace(args.trace)
     specs = args.stack or ["oracle"]
@@ -67,11 +69,12 @@ def cmd_replay(args) -> int:
             "trace": args.trace,
             "specs": specs,      # what to re-run for a report (ccdiff report)
             "events": len(trace.events),
+            **reachability_fields(trace),
             "stacks": [{"stack": label, "description": getattr(run.controller, "description", label),
                         "error": run.error,
                         "final": run.snapshots[-1].to_dict() if run.snapshots else None}
                        for label, run in result.runs.items()],
-            "findings": [f.to_dict() for f in result.findings],
+            "findings": finding_dicts(result),
         }
         if args.json:
             write_json(args.json, document)

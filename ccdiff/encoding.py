@@ -8,12 +8,18 @@ byte is ignored.  The decoder keeps the sender's state (time, next packet
 number, packets outstanding, packets declared lost) and only emits events
 that are causally consistent: ACKs and losses name outstanding packets, an
 ACK comes at least BASE_RTT_US after the newest packet it covers was sent,
-persistent congestion follows a loss.  An operation that cannot apply (an
-ACK with nothing outstanding) emits nothing.
+persistent congestion follows a loss and only when RFC 9002 §7.6.2 lets the
+sender establish it (ccdiff/reach.py, judged on the decoder's own RFC 9002 §5
+estimate as loss detection by the timer would).  An operation that cannot apply
+(an ACK with nothing outstanding) emits nothing.
 """
 from __future__ import annotations
 
-from .trace import Ack, Header, Lost, PersistentCongestion, Sent, Trace
+from bisect import bisect_left, bisect_right
+
+from .ledger import Rtt
+from .reach import DEFAULT_MAX_ACK_DELAY_US, persistent_congestion_failure
+from .trace import DEFAULT_INITIAL_RTT_US, MAX_TIME_US, Ack, Header, Lost, PersistentCongestion, Sent, Trace
 
 MAX_DATAGRAM_SIZE = 1200
 BASE_RTT_US = 10_000      # the path's propagation RTT: the Cloudflare test's 10 ms
@@ -39,6 +45,8 @@ class _Decoder:
         self.outstanding: list = []   # (pn, sent_t), ascending pn
         self.lost: list = []          # (pn, sent_t), ascending pn
         self.events: list = []
+        self.rtt = Rtt(DEFAULT_INITIAL_RTT_US)   # the validator's and ledger's estimate
+        self.first_sample_t = None
 
     def send(self, count: int, app_limited: bool) -> None:
         for _ in range(count):
@@ -62,6 +70,9 @@ class _Decoder:
         packets = self._take(pool, skip, count)
         self._at_least_rtt_after(packets)
         self.events.append(Ack(self.now, tuple(pn for pn, _ in packets), ack_delay, ecn_ce))
+        self.rtt.update(self.now - max(packets)[1], ack_delay)   # the largest acknowledged's sample
+        if self.first_sample_t is None:
+            self.first_sample_t = self.now
 
     def lose(self, skip: int, count: int, persistent: bool) -> None:
         if not self.outstanding:
@@ -71,8 +82,21 @@ class _Decoder:
         self.events.append(Lost(self.now, tuple(pn for pn, _ in packets)))
         self.lost.extend(packets)
         self.lost.sort()
-        if persistent:
+        if persistent and self._establishes_persistent_congestion(packets):
             self.events.append(PersistentCongestion(self.now))
+
+    def _establishes_persistent_congestion(self, batch: list) -> bool:
+        """RFC 9002 §7.6.2 on the state now; the `p` bit of an op that fails it is ignored."""
+        return persistent_congestion_failure(
+            self.lost, {pn for pn, _ in batch}, self.first_sample_t, self.rtt.smoothed, self.rtt.rttvar,
+            DEFAULT_MAX_ACK_DELAY_US, self._acked_between) is None
+
+    def _acked_between(self, lo: int, hi: int) -> bool:
+        # Packet numbers are 0, 1, 2, ...: each is outstanding, declared lost or acknowledged,
+        # so the acknowledged ones between lo and hi are the rest (fz_decode.c counts the same).
+        def inside(pool):
+            return bisect_left(pool, (hi, -1)) - bisect_right(pool, (lo, MAX_TIME_US))
+        return hi - lo - 1 - inside(self.outstanding) - inside(self.lost) > 0
 
     def op(self, code: int, arg: int) -> None:
         code %= 8

@@ -7,7 +7,7 @@ finding with its trace.
 from __future__ import annotations
 
 from .invariants import CATALOG
-from .replay import replay
+from .replay import finding_dicts, reachability_fields, replay
 from .stacks import available
 from .trace import load_trace
 
@@ -23,13 +23,14 @@ def default_specs() -> list:
 
 def run_matrix(trace_paths: list, specs: list, progress=None) -> dict:
     cells: dict = {}      # (stack, invariant) -> {"violation": n, "deviation": n}
-    findings, errors = [], []
+    findings, errors, reach = [], [], []
     for path in trace_paths:
         result = replay(load_trace(path), specs)
-        for finding in result.findings:
+        reach.append({"trace": path, **reachability_fields(result.trace)})
+        for finding, as_dict in zip(result.findings, finding_dicts(result)):
             cell = cells.setdefault((finding.stack, finding.invariant), {"violation": 0, "deviation": 0})
             cell[finding.status] += 1
-            findings.append(dict(finding.to_dict(), trace=path))
+            findings.append(dict(as_dict, trace=path))
         for label, run in result.runs.items():
             if run.error:
                 errors.append({"stack": label, "trace": path, "error": run.error})
@@ -38,7 +39,7 @@ def run_matrix(trace_paths: list, specs: list, progress=None) -> dict:
     return {"traces": list(trace_paths), "stacks": list(specs),
             "invariants": [i for i in CATALOG if any(k[1] == i for k in cells)],
             "cells": [{"stack": s, "invariant": i, **v} for (s, i), v in sorted(cells.items())],
-            "findings": findings, "errors": errors}
+            "findings": findings, "errors": errors, "reachability": reach}
 
 
 def print_matrix(console, matrix: dict) -> None:

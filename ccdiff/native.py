@@ -5,10 +5,11 @@ import ctypes
 import math
 import struct
 
+from .clock import DEFAULT_CLOCK_BASE_US, check_clock_base
 from .errors import SetupError
 from .snapshot import PHASES, UNKNOWN, Snapshot
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 CCD_NONE = 2**64 - 1
 CCD_NO_TIME = -(2**63)
 FLAG_APP_LIMITED, FLAG_ECN_CE = 1, 2
@@ -42,7 +43,8 @@ class CSnapshot(ctypes.Structure):
 
 class Config(ctypes.Structure):
     _fields_ = [("max_datagram_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("initial_rtt_us", ctypes.c_int64), ("options", ctypes.c_char_p)]
+                ("initial_rtt_us", ctypes.c_int64), ("options", ctypes.c_char_p),
+                ("clock_base_us", ctypes.c_int64)]
 
 
 _PACKET = struct.Struct("=QqII")
@@ -109,10 +111,13 @@ def _optional_float(value: float):
 class NativeController:
     """One controller instance inside an adapter library."""
 
-    def __init__(self, library_path: str, max_datagram_size: int, initial_rtt_us: int, options: str = ""):
+    def __init__(self, library_path: str, max_datagram_size: int, initial_rtt_us: int, options: str = "",
+                 clock_base_us: int = DEFAULT_CLOCK_BASE_US):
         self.lib = load_library(library_path)
         self.description = self.lib.ccd_describe().decode()
-        config = Config(max_datagram_size, 0, initial_rtt_us, options.encode())
+        # Trace time 0 is clock_base_us on the stack's monotonic clock (ccdiff/clock.py).
+        config = Config(max_datagram_size, 0, initial_rtt_us, options.encode(),
+                        check_clock_base(clock_base_us, library_path))
         err = ctypes.create_string_buffer(512)
         handle = self.lib.ccd_open(ctypes.byref(config), err, len(err))
         if not handle:

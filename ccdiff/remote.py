@@ -12,7 +12,7 @@ gets exactly one reply, ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}
     {"op": "hello"}                         -> {"ok", "abi", "stack", "versions", "ccdiff"}
     {"op": "open", "stack", "version",
      "options", "max_datagram_size",
-     "initial_rtt_us"}                      -> {"ok", "description"}
+     "initial_rtt_us", "clock_base_us"}     -> {"ok", "description"}
     {"op": "step", "events": [EVENT, ...]}  -> {"ok", "snapshots": [SNAP, ...], "error": null | "..."}
     {"op": "close"}                         -> {"ok"}
 
@@ -35,6 +35,7 @@ import os
 import socket
 import time
 
+from .clock import DEFAULT_CLOCK_BASE_US
 from .errors import SetupError
 from .native import AdapterError
 from .snapshot import Snapshot
@@ -143,12 +144,13 @@ def hello(stack: str) -> dict | None:
 class RemoteController:
     """A controller living in a `ccdiff serve` process; same interface as NativeController."""
 
-    def __init__(self, address: tuple[str, int], target, max_datagram_size: int, initial_rtt_us: int):
+    def __init__(self, address: tuple[str, int], target, max_datagram_size: int, initial_rtt_us: int,
+                 clock_base_us: int = DEFAULT_CLOCK_BASE_US):
         self.address, self.label = address, target.label
         self.open_request = {
             "op": "open", "stack": target.recipe.name, "version": target.version,
             "options": target.options_text, "max_datagram_size": max_datagram_size,
-            "initial_rtt_us": initial_rtt_us}
+            "initial_rtt_us": initial_rtt_us, "clock_base_us": clock_base_us}
         self.conn = None
         try:
             reply = self._open()

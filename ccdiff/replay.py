@@ -19,7 +19,7 @@ from .ledger import Ledger
 from .native import AdapterError
 from .profiles import Profile, load_profile
 from .stacks import Target, load_recipes, open_controller, resolve
-from .trace import Trace
+from .trace import Trace, judge_reachability
 
 REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
 
@@ -125,7 +125,24 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
                     f" (follows {', '.join(broken)})"
         findings.extend(sorted(run_findings, key=lambda f: f.event_index))
     visible = {label: run for label, run in runs.items() if not run.hidden}
+    judge_reachability(trace)
     return ReplayResult(trace, visible, findings)
+
+
+def reachability_fields(trace: Trace) -> dict:
+    """The trace's strict/lenient label for JSON documents (docs/trace-format.md)."""
+    judge_reachability(trace)
+    fields = {"reachability": trace.reachability}
+    if trace.lenient_reason:
+        fields["lenient_reason"] = trace.lenient_reason
+    return fields
+
+
+def finding_dicts(result: ReplayResult) -> list:
+    """Findings as JSON; those from a lenient trace say so: a real connection's loss
+    detection would not have produced every event they rest on."""
+    lenient = judge_reachability(result.trace).reachability == "lenient"
+    return [dict(f.to_dict(), reachability="lenient") if lenient else f.to_dict() for f in result.findings]
 
 
 def compare_trajectories(run: Run, ref: Run, trace: Trace) -> Finding | None:

@@ -15,6 +15,7 @@ import sys
 
 from . import __version__
 from .errors import SetupError
+from .clock import DEFAULT_CLOCK_BASE_US
 from .native import ABI_VERSION, AdapterError, NativeController
 from .snapshot import Snapshot
 from .stacks import available, load_recipes, resolve
@@ -82,7 +83,8 @@ class Session:
                                  f"container (built: {served_versions(self.stack)})")
             self.close()
             self.controller = NativeController(str(library), int(request["max_datagram_size"]),
-                                               int(request["initial_rtt_us"]), target.options_text)
+                                               int(request["initial_rtt_us"]), target.options_text,
+                                               request.get("clock_base_us", DEFAULT_CLOCK_BASE_US))
         except (SetupError, KeyError, TypeError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, "description": self.controller.description}

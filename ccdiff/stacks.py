@@ -113,16 +113,18 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
                 raise SetupError(f"{target.label}: oracle-reno takes no options")
             return NewReno(max_datagram_size, initial_rtt_us)
         return _open_cubic_oracle(target.label, opts, max_datagram_size, initial_rtt_us)
+    from .clock import clock_base_us
     from .remote import RemoteController, remote_address
+    base = clock_base_us()
     address = remote_address(target.recipe.name)
     if address is not None:          # an adapter container (ccdiff/remote.py)
-        return RemoteController(address, target, max_datagram_size, initial_rtt_us)
+        return RemoteController(address, target, max_datagram_size, initial_rtt_us, base)
     from .native import NativeController
     library = target.recipe.library(target.version)
     if not library.exists():
         raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
                          f"ccdiff build {target.recipe.name}@{target.version}")
-    return NativeController(str(library), max_datagram_size, initial_rtt_us, target.options_text)
+    return NativeController(str(library), max_datagram_size, initial_rtt_us, target.options_text, base)
 
 
 def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):

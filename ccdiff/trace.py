@@ -14,8 +14,11 @@ the file, the line and what was expected.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Union
+
+from .reach import DEFAULT_MAX_ACK_DELAY_US, loss_detection_failure, persistent_congestion_failure
 
 TRACE_VERSION = 1
 DEFAULT_MAX_DATAGRAM_SIZE = 1200
@@ -23,6 +26,7 @@ DEFAULT_INITIAL_RTT_US = 333_000  # RFC 9002 §6.2.2: kInitialRtt = 333 ms
 MAX_PACKET_BYTES = 65_527         # RFC 9000 §18.2: max_udp_payload_size upper bound
 MAX_TIME_US = 2**53               # well inside int64 and exact in a double
 MAX_PN = 2**62 - 1                # RFC 9000 §17.1
+MAX_ACK_DELAY_LIMIT_US = 16_383_000  # RFC 9000 §18.2: max_ack_delay values of 2^14 ms or more are invalid
 
 
 class TraceError(Exception):
@@ -67,6 +71,7 @@ class Header:
     initial_rtt_us: int = DEFAULT_INITIAL_RTT_US
     name: str = ""
     comment: str = ""
+    max_ack_delay: int = DEFAULT_MAX_ACK_DELAY_US  # the peer's, µs (RFC 9000 §18.2)
 
 
 @dataclass
@@ -75,12 +80,17 @@ class Trace:
     events: list
     source: str = "<trace>"
     lines: list = field(default_factory=list)  # source line of each event
+    # "strict": every event is one a real connection's loss detection makes (RFC 9002 §6.1,
+    # §7.6.2, ack_delay <= max_ack_delay); "lenient" names the first line that is not
+    # (lenient_reason).  None until judged (judge_reachability).
+    reachability: str | None = None
+    lenient_reason: str = ""
 
     def line_of(self, index: int) -> int:
         return self.lines[index] if index < len(self.lines) else 0
 
 
-_HEADER_FIELDS = {"ccdiff_trace", "max_datagram_size", "initial_rtt_us", "name", "comment"}
+_HEADER_FIELDS = {"ccdiff_trace", "max_datagram_size", "initial_rtt_us", "max_ack_delay", "name", "comment"}
 _EVENT_FIELDS = {
     "sent": ({"t", "ev", "pn", "bytes"}, {"app_limited"}),
     "ack": ({"t", "ev", "pns"}, {"ack_delay", "ecn_ce"}),
@@ -135,21 +145,96 @@ class _Causality:
 
     def __init__(self):
         self.sent_at: dict[int, int] = {}   # pn -> send time, for every packet sent
+        self.sent_pns: list[int] = []       # ascending (packet numbers increase)
         self.acked: set[int] = set()
         self.lost: set[int] = set()
         self.last_t = 0
         self.last_pn = -1
         self.last_event = None
+        self.start(Header())
 
-    def check(self, ev, fail) -> None:
+    def start(self, header: Header) -> None:
+        # The trace's own RFC 9002 §5 estimate, as the ledger computes it, for §7.6.2.
+        from .ledger import Rtt   # ledger imports this module
+        self.rtt = Rtt(header.initial_rtt_us)
+        self.max_ack_delay = header.max_ack_delay
+        self.first_sample_t = None
+        self.loss_batch: list = []          # (pn, sent) of the lost events at last_t
+        self.pending_pc = None              # (t, reason, fail) of a PC awaiting its ACK
+        self.largest_acked = -1
+        self.pending_losses: list = []      # (line, Lost) at one time, awaiting their ACK
+        self.lenient_reason = ""            # the first line that makes the trace lenient
+
+    def note_lenient(self, line: int, reason: str) -> None:
+        if not self.lenient_reason:
+            self.lenient_reason = f"line {line}: {reason}"
+
+    def judge_losses(self) -> None:
+        """Strictness of the pending losses: RFC 9002 §6.1 on the state now.
+
+        Called after the ACK that revealed them, when one follows at the same time (the
+        stack ran loss detection after taking that ACK, Appendix A.7), else as timer losses.
+        """
+        for line, ev in self.pending_losses:
+            for pn in ev.pns:
+                reason = loss_detection_failure(pn, self.sent_at[pn], ev.t, self.largest_acked,
+                                                self.rtt.smoothed, self.rtt.latest)
+                if reason:
+                    self.note_lenient(line, reason)
+                    break
+        self.pending_losses = []
+
+    def pc_failure(self):
+        lost = sorted((pn, self.sent_at[pn]) for pn in self.lost - self.acked)
+        return persistent_congestion_failure(
+            lost, {pn for pn, _ in self.loss_batch}, self.first_sample_t, self.rtt.smoothed,
+            self.rtt.rttvar, self.max_ack_delay, self.acked_between)
+
+    def settle_persistent_congestion(self, ev=None) -> None:
+        """Judge a PC that failed as a timer loss once its next event is known.
+
+        A loss declared by the timer is judged on the state before any later ACK.  A loss
+        revealed by an ACK comes before that ACK in the trace (docs/trace-format.md), but
+        the stack judged §7.6.2 after taking the ACK's RTT sample and acknowledgements
+        (RFC 9002 Appendix A.7: OnAckReceived updates the RTT before
+        DetectAndRemoveLostPackets): so an ACK at the same time gets a second chance.
+        """
+        t, reason, fail = self.pending_pc
+        self.pending_pc = None
+        if ev is not None:
+            reason = self.pc_failure()
+        if reason:
+            fail(f"persistent congestion at t={t}: {reason}")
+
+    def finish(self) -> None:
+        if self.pending_pc:
+            self.settle_persistent_congestion()
+        if self.pending_losses:
+            self.judge_losses()
+
+    def acked_between(self, lo: int, hi: int) -> bool:
+        i, j = bisect_right(self.sent_pns, lo), bisect_right(self.sent_pns, hi - 1)
+        return any(pn in self.acked for pn in self.sent_pns[i:j])
+
+    def check(self, ev, fail, line: int = 0) -> None:
         if ev.t < self.last_t:
             fail(f"time goes backwards: t={ev.t} after t={self.last_t}")
         kind = type(ev)
+        loss_ack = False
+        if self.pending_losses:
+            loss_t = self.pending_losses[0][1].t
+            loss_ack = kind is Ack and ev.t == loss_t
+            if not loss_ack and not (kind in (Lost, PersistentCongestion) and ev.t == loss_t):
+                self.judge_losses()
+        revealing_ack = self.pending_pc is not None and kind is Ack and ev.t == self.pending_pc[0]
+        if self.pending_pc is not None and not revealing_ack:
+            self.settle_persistent_congestion()
         if kind is Sent:
             if ev.pn <= self.last_pn:
                 fail(f"packet number {ev.pn} is not above the previous one ({self.last_pn}); "
                      "QUIC packet numbers increase (RFC 9000 §12.3)")
             self.sent_at[ev.pn] = ev.t
+            self.sent_pns.append(ev.pn)
             self.last_pn = ev.pn
         elif kind is Ack:
             for pn in ev.pns:
@@ -161,6 +246,18 @@ class _Causality:
                     fail(f"ACK at t={ev.t} of packet {pn} sent at t={self.sent_at[pn]}: "
                          "an ACK needs a positive round-trip time")
             self.acked.update(ev.pns)
+            # RFC 9002 §5.1, as the ledger takes it: the largest acknowledged gives the sample.
+            self.rtt.update(ev.t - self.sent_at[ev.pns[-1]], ev.ack_delay)
+            if self.first_sample_t is None:
+                self.first_sample_t = ev.t
+            self.largest_acked = max(self.largest_acked, ev.pns[-1])
+            if ev.ack_delay > self.max_ack_delay:
+                self.note_lenient(line, f"ack_delay {ev.ack_delay} us exceeds max_ack_delay "
+                                        f"{self.max_ack_delay} us (RFC 9000 §18.2)")
+            if revealing_ack:
+                self.settle_persistent_congestion(ev)
+            if loss_ack:
+                self.judge_losses()
         elif kind is Lost:
             for pn in ev.pns:
                 if pn not in self.sent_at:
@@ -170,11 +267,18 @@ class _Causality:
                 if pn in self.lost:
                     fail(f"packet {pn} was already declared lost")
             self.lost.update(ev.pns)
+            if type(self.last_event) is not Lost or self.last_event.t != ev.t:
+                self.loss_batch = []
+            self.loss_batch += [(pn, self.sent_at[pn]) for pn in ev.pns]
+            self.pending_losses.append((line, ev))
         elif kind is PersistentCongestion:
             prev = self.last_event
             if type(prev) is not Lost or prev.t != ev.t:
                 fail('"persistent_congestion" must directly follow a "lost" event at the same time '
                      "(loss detection declares it, RFC 9002 §7.6)")
+            reason = self.pc_failure()
+            if reason:
+                self.pending_pc = (ev.t, reason, fail)
         self.last_t = ev.t
         self.last_event = ev
 
@@ -192,6 +296,8 @@ def _parse_header(obj, fail) -> Header:
         header.max_datagram_size = _int(obj, "max_datagram_size", 1200, MAX_PACKET_BYTES, fail)
     if "initial_rtt_us" in obj:
         header.initial_rtt_us = _int(obj, "initial_rtt_us", 1, 60_000_000, fail)
+    if "max_ack_delay" in obj:
+        header.max_ack_delay = _int(obj, "max_ack_delay", 0, MAX_ACK_DELAY_LIMIT_US, fail)
     for key in ("name", "comment"):
         if key in obj:
             if not isinstance(obj[key], str):
@@ -246,14 +352,35 @@ def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
             fail("not valid JSON (nested too deeply)")
         if header is None:
             header = _parse_header(obj, fail)
+            causality.start(header)
             continue
         ev = _parse_event(obj, fail)
-        causality.check(ev, fail)
+        causality.check(ev, fail, lineno)
         events.append(ev)
         event_lines.append(lineno)
     if header is None:
         raise TraceError(source, max(lineno, 1), "empty trace: expected a header line")
-    return Trace(header, events, source, event_lines)
+    causality.finish()
+    return Trace(header, events, source, event_lines, *_reachability(causality))
+
+
+def _reachability(causality: _Causality) -> tuple:
+    return ("lenient", causality.lenient_reason) if causality.lenient_reason else ("strict", "")
+
+
+def judge_reachability(trace: Trace) -> Trace:
+    """Fill trace.reachability for a trace built in memory (decoder, simulator); returns it."""
+    if trace.reachability is None:
+        causality = _Causality()
+        causality.start(trace.header)
+        for index, ev in enumerate(trace.events):
+            line = trace.line_of(index)
+            def fail(reason, _line=line):
+                raise TraceError(trace.source, _line, reason)
+            causality.check(ev, fail, line)
+        causality.finish()
+        trace.reachability, trace.lenient_reason = _reachability(causality)
+    return trace
 
 
 def parse_trace_text(text: str, source: str = "<string>") -> Trace:
@@ -321,6 +448,8 @@ def header_to_dict(header: Header) -> dict:
     d = {"ccdiff_trace": TRACE_VERSION, "max_datagram_size": header.max_datagram_size}
     if header.initial_rtt_us != DEFAULT_INITIAL_RTT_US:
         d["initial_rtt_us"] = header.initial_rtt_us
+    if header.max_ack_delay != DEFAULT_MAX_ACK_DELAY_US:
+        d["max_ack_delay"] = header.max_ack_delay
     if header.name:
         d["name"] = header.name
     if header.comment:

@@ -56,8 +56,12 @@ def lossy_flow() -> Flow:
     for _ in range(6):
         flow.round_trip(25, RTT)
     flow.round_trip(3, RTT, app_limited=True)
-    flight = flow.send(4)
-    flow.wait(4 * RTT)
+    # RFC 9002 §7.6.2: two lost packets more than (smoothed + 4 rttvar + 25 ms) * 3 apart
+    # (about 250 ms here), nothing acknowledged between them.
+    flight = flow.send(2)
+    flow.wait(6 * RTT)
+    flight += flow.send(2)
+    flow.wait(RTT)
     flow.lose(flight, persistent=True)
     flow.wait(100)
     flow.round_trip(2, RTT)
@@ -172,13 +176,18 @@ def test_persistent_congestion_ignored():
 
 def test_stuck_at_minimum():
     flow = Flow()
-    flight = flow.send(4)
+    flow.round_trip(1, RTT)                     # RFC 9002 §7.6.2 needs a prior RTT sample
+    flow.wait(100)
+    flight = flow.send(2)
+    flow.wait(12 * RTT)     # > (50000 + 4 * 25000 + 25000) * 3 after one sample (RFC 9002 §7.6.1)
+    flight += flow.send(2)
     flow.wait(RTT)
     flow.lose(flight, persistent=True)
+    collapse_t = flow.now
     flow.wait(100)
     for _ in range(6):
         flow.round_trip(2, RTT)
-    pin = lambda i, ev, b, s: with_cwnd(s, 2 * MDS) if ev.t > RTT else None  # noqa: E731
+    pin = lambda i, ev, b, s: with_cwnd(s, 2 * MDS) if ev.t > collapse_t else None  # noqa: E731
     assert "stuck-at-minimum" in check(flow, pin)
     assert check(flow) == set()
 

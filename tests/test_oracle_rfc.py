@@ -148,8 +148,14 @@ def test_persistent_congestion_rfc9002_7_6_2():
     """RFC 9002 §7.6.2: persistent congestion reduces cwnd to the minimum window."""
     flow = Flow()
     flow.round_trip(10, RTT)
-    flight = flow.send(4)
-    flow.wait(4 * RTT)
+    # Two lost packets further apart than (smoothed + max(4 rttvar, 1 ms) + 25 ms) * 3,
+    # nothing acknowledged between them, sent after the first RTT sample: §7.6.2's
+    # conditions (the validator checks them).
+    flow.wait(100)
+    flight = flow.send(2)
+    flow.wait(5 * RTT)
+    flight += flow.send(2)
+    flow.wait(RTT)
     flow.lose(flight, persistent=True)
     snap = flow.last()
     assert snap.cwnd == 2 * MDS

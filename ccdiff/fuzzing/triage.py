@@ -236,6 +236,19 @@ class Triage:
         stored = self._publish(sig, files, len(trace.events), engine, source)
         return [stored] if stored is not None else []
 
+    @staticmethod
+    def _reachability(reproducer: Path) -> dict:
+        """strict or lenient (docs/trace-format.md): whether a real connection's loss
+        detection would produce every event the finding rests on."""
+        try:
+            trace = parse_trace_text(reproducer.read_text(), str(reproducer))
+        except (OSError, TraceError):
+            return {}
+        info = {"reachability": trace.reachability}
+        if trace.lenient_reason:
+            info["lenient_reason"] = trace.lenient_reason
+        return info
+
     def _write_info(self, stored: Stored, source: str, into: Path | None = None) -> None:
         """finding.json, replaced atomically (a kill never leaves half of it)."""
         sig = stored.signature
@@ -244,6 +257,7 @@ class Triage:
                 "replay": self.replay_command(stored)}
         if source:
             info["first_input"] = source
+        info.update(self._reachability((into or stored.folder) / "reproducer.jsonl"))
         path = (into or stored.folder) / "finding.json"
         if path.exists() and not source:
             info["first_input"] = json.loads(path.read_text()).get("first_input", "")

@@ -68,6 +68,75 @@ static size_t take(fz_trace *tr, fz_slot *pool, size_t *n_pool, size_t skip, siz
   return count;
 }
 
+/* RFC 9002 5.2-5.3 as ccdiff/ledger.py Rtt.update (and fz_ledger.c): the
+ * sample of an ACK is now - the send time of its largest packet. */
+static void rtt_sample(fz_trace *tr, int64_t largest_sent, int64_t ack_delay) {
+  int64_t latest = tr->now - largest_sent;
+  if (!tr->has_sample) {
+    tr->has_sample = 1;
+    tr->first_sample_t = tr->now;
+    tr->min_us = tr->smoothed_us = latest;
+    tr->rttvar_us = latest / 2;
+    return;
+  }
+  if (latest < tr->min_us) tr->min_us = latest;
+  int64_t adjusted = latest >= tr->min_us + ack_delay ? latest - ack_delay : latest;
+  int64_t diff = tr->smoothed_us > adjusted ? tr->smoothed_us - adjusted : adjusted - tr->smoothed_us;
+  tr->rttvar_us = (3 * tr->rttvar_us + diff) / 4;
+  tr->smoothed_us = (7 * tr->smoothed_us + adjusted) / 8;
+}
+
+/* How many slots of an ascending pool have lo < pn < hi. */
+static size_t count_inside(const fz_slot *pool, size_t n, uint64_t lo, uint64_t hi) {
+  size_t a = 0, b = n, first, end;
+  while (a < b) { size_t m = (a + b) / 2; if (pool[m].pn <= lo) a = m + 1; else b = m; }
+  first = a;
+  b = n;
+  while (a < b) { size_t m = (a + b) / 2; if (pool[m].pn < hi) a = m + 1; else b = m; }
+  end = a;
+  return end - first;
+}
+
+/* Packet numbers are 0, 1, 2, ...: each is outstanding, declared lost or
+ * acknowledged, so the acknowledged ones between lo and hi are the rest. */
+static int acked_between(const fz_trace *tr, uint64_t lo, uint64_t hi) {
+  uint64_t between = hi - lo - 1;
+  return between > count_inside(tr->outstanding, tr->n_out, lo, hi) + count_inside(tr->lost, tr->n_lost, lo, hi);
+}
+
+static int in_batch(const fz_slot *batch, size_t n, uint64_t pn) {
+  for (size_t i = 0; i < n; i++)
+    if (batch[i].pn == pn) return 1;
+  return 0;
+}
+
+/* RFC 9002 7.6.2, as ccdiff/reach.py persistent_congestion_failure: two lost
+ * packets sent after the first RTT sample, one of them just declared, more than
+ * the persistent congestion duration apart with nothing acknowledged between. */
+static int establishes_persistent_congestion(const fz_trace *tr, const fz_slot *batch, size_t n_batch) {
+  if (!tr->has_sample) return 0;
+  int64_t var4 = 4 * tr->rttvar_us;
+  int64_t duration = (tr->smoothed_us + (var4 > FZ_GRANULARITY_US ? var4 : FZ_GRANULARITY_US) +
+                      FZ_MAX_ACK_DELAY_US) * FZ_PC_THRESHOLD;
+  size_t count = 0;
+  int any_new = 0;
+  int64_t longest = 0, run_start = 0;
+  uint64_t prev_pn = 0;
+  for (size_t i = 0; i < tr->n_lost; i++) {
+    const fz_slot *p = &tr->lost[i];
+    if (p->sent <= tr->first_sample_t) continue;
+    int is_new = in_batch(batch, n_batch, p->pn);
+    any_new |= is_new;
+    if (count++ == 0 || acked_between(tr, prev_pn, p->pn)) {
+      run_start = p->sent;
+    } else if (is_new && p->sent - run_start > longest) {
+      longest = p->sent - run_start;
+    }
+    prev_pn = p->pn;
+  }
+  return count >= 2 && any_new && longest > duration;
+}
+
 static fz_slot scratch[16]; /* an op takes at most 8 packets; ack_all uses op_ack_all */
 
 static void op_ack(fz_trace *tr, int lost_pool, size_t skip, size_t count, int64_t delay, int ecn) {
@@ -82,6 +151,7 @@ static void op_ack(fz_trace *tr, int lost_pool, size_t skip, size_t count, int64
   e->n_pns = (uint32_t)n;
   e->ack_delay = delay;
   e->ecn_ce = (uint8_t)ecn;
+  rtt_sample(tr, scratch[n - 1].sent, delay);
 }
 
 /* ACK every outstanding packet (ack_all, round, ack_and_send). */
@@ -101,6 +171,7 @@ static void op_ack_all(fz_trace *tr, int64_t delay, int ecn) {
   e->n_pns = (uint32_t)tr->n_out;
   e->ack_delay = delay;
   e->ecn_ce = (uint8_t)ecn;
+  rtt_sample(tr, tr->outstanding[tr->n_out - 1].sent, delay);
   tr->n_out = 0;
 }
 
@@ -123,7 +194,8 @@ static void op_lose(fz_trace *tr, size_t skip, size_t count, int persistent) {
     tr->lost[j] = scratch[i];
     tr->n_lost++;
   }
-  if (persistent) push_event(tr, FZ_PERSISTENT);
+  /* The p bit asks; RFC 9002 7.6.2 decides (on the state now, as a timer loss). */
+  if (persistent && establishes_persistent_congestion(tr, scratch, n)) push_event(tr, FZ_PERSISTENT);
 }
 
 static int64_t wait_us(unsigned w) {
@@ -136,6 +208,8 @@ void fz_decode(fz_trace *tr, const uint8_t *data, size_t len) {
   tr->n_ev = tr->n_pns = tr->n_out = tr->n_lost = 0;
   tr->now = 0;
   tr->next_pn = 0;
+  tr->has_sample = 0;
+  tr->first_sample_t = tr->smoothed_us = tr->rttvar_us = tr->min_us = 0;
   for (size_t i = 0; i + 1 < len && tr->n_ev < FZ_MAX_EVENTS; i += 2) {
     unsigned a = data[i + 1];
     switch (data[i] % 8) {

@@ -15,6 +15,9 @@
 #define FZ_BASE_RTT_US 10000
 #define FZ_MAX_EVENTS 100000
 #define FZ_INITIAL_RTT_US 333000 /* RFC 9002 6.2.2 kInitialRtt, the trace default */
+#define FZ_MAX_ACK_DELAY_US 25000 /* RFC 9000 18.2 max_ack_delay default, the trace default */
+#define FZ_GRANULARITY_US 1000   /* RFC 9002 6.1.2 kGranularity */
+#define FZ_PC_THRESHOLD 3        /* RFC 9002 7.6.1 kPersistentCongestionThreshold */
 
 /* Same numbers as enum ccd_event_kind. */
 enum { FZ_SENT = 1, FZ_ACK = 2, FZ_LOST = 3, FZ_PERSISTENT = 4 };
@@ -46,6 +49,10 @@ typedef struct fz_trace {
   uint64_t next_pn;
   fz_slot *outstanding, *lost; /* ascending pn */
   size_t n_out, cap_out, n_lost, cap_lost;
+  /* RFC 9002 5 estimate of the ACKs emitted so far (ccdiff/ledger.py Rtt), for
+   * the RFC 9002 7.6.2 check of persistent congestion (ccdiff/reach.py). */
+  int has_sample;
+  int64_t first_sample_t, smoothed_us, rttvar_us, min_us;
 } fz_trace;
 
 void fz_trace_init(fz_trace *tr);

@@ -25,7 +25,19 @@ static void setup(void) {
   }
   const char *opts = getenv("CCDIFF_FUZZ_OPTIONS");
   no_abort = getenv("CCDIFF_FUZZ_NO_ABORT") && *getenv("CCDIFF_FUZZ_NO_ABORT") == '1';
-  config = (ccd_config){FZ_MAX_DATAGRAM_SIZE, 0, FZ_INITIAL_RTT_US, opts ? opts : ""};
+  /* The same clock rule and override as the Python harness (ccdiff/clock.py). */
+  long long clock_base = CCD_DEFAULT_CLOCK_BASE_US;
+  const char *base_text = getenv("CCDIFF_CLOCK_BASE_US");
+  if (base_text && *base_text) {
+    char *end = NULL;
+    clock_base = strtoll(base_text, &end, 10);
+    if (*end != '\0' || clock_base <= 0 || clock_base > CCD_MAX_CLOCK_BASE_US) {
+      fprintf(stderr, "ccdiff-fuzz: CCDIFF_CLOCK_BASE_US=%s is not an integer in 1..%lld\n", base_text,
+              (long long)CCD_MAX_CLOCK_BASE_US);
+      exit(2);
+    }
+  }
+  config = (ccd_config){FZ_MAX_DATAGRAM_SIZE, 0, FZ_INITIAL_RTT_US, opts ? opts : "", clock_base};
   /* Which adapter build this is (tests check quiche's builds keep overflow checks). */
   if (getenv("CCDIFF_FUZZ_DESCRIBE")) fprintf(stderr, "ccdiff-fuzz: adapter: %s\n", ccd_describe());
   if (ccd_abi_version() != CCD_ABI_VERSION) {

@@ -1,5 +1,5 @@
 /*
- * ccdiff adapter contract, ABI version 1.  See docs/adapters.md.
+ * ccdiff adapter contract, ABI version 2.  See docs/adapters.md.
  *
  * Every stack adapter is a shared library exporting exactly the functions
  * declared at the end of this file.  The harness (Python, the fuzz drivers)
@@ -11,8 +11,12 @@
  * controller calls and reads the controller's state back.
  *
  * Time is virtual, in integer microseconds since the start of the trace.
- * Adapters convert to their stack's clock (quiche: a base Instant plus a
- * Duration; ngtcp2: nanoseconds; picoquic: microseconds).
+ * Adapters map it onto their stack's monotonic clock as a real application
+ * would pass it: a clock counted from boot, never near 0 once a connection
+ * exists.  One rule for every stack: stack time = ccd_config.clock_base_us +
+ * trace time (quiche: an Instant plus Durations; ngtcp2: nanoseconds;
+ * picoquic: microseconds).  Snapshots report times back in trace time, so
+ * the base never shows in results (docs/adapters.md, "Clock").
  */
 #ifndef CCDIFF_ADAPTER_H
 #define CCDIFF_ADAPTER_H
@@ -24,7 +28,14 @@
 extern "C" {
 #endif
 
-#define CCD_ABI_VERSION 1
+#define CCD_ABI_VERSION 2
+
+/* The harness's default clock base: 3 days of uptime plus an odd number of
+ * microseconds, so that no stack time is a round number by accident. */
+#define CCD_DEFAULT_CLOCK_BASE_US 259201234567LL
+/* Ten years of uptime: far below any stack clock's overflow (ngtcp2 counts
+ * nanoseconds in a uint64_t: 584 years). */
+#define CCD_MAX_CLOCK_BASE_US 315360000000000LL
 
 /* Sentinels for snapshot fields a stack does not have. */
 #define CCD_NONE UINT64_MAX      /* ssthresh "infinite" or absent */
@@ -108,6 +119,10 @@ typedef struct ccd_config {
   /* Stack options from the SPEC, "key=value,key=value" or "".  An adapter
    * rejects a key or value it does not know, with a message naming it. */
   const char *options;
+  /* Stack time of trace time 0, in microseconds of the stack's monotonic
+   * clock; 0 < clock_base_us <= CCD_MAX_CLOCK_BASE_US, else ccd_open
+   * fails (CCD_DEFAULT_CLOCK_BASE_US unless a run overrides it). */
+  int64_t clock_base_us;
 } ccd_config;
 
 /* Returns CCD_ABI_VERSION. */
@@ -117,7 +132,8 @@ uint32_t ccd_abi_version(void);
  * lists the accepted options after a ';'. Static storage. */
 const char *ccd_describe(void);
 
-/* A new controller at time 0.  On error returns NULL and writes a one-line
+/* A new controller at trace time 0 (stack time clock_base_us).  On error
+ * returns NULL and writes a one-line
  * message (NUL-terminated, truncated to err_len) into err. */
 void *ccd_open(const ccd_config *cfg, char *err, size_t err_len);
 

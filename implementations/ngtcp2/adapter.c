@@ -71,6 +71,7 @@ typedef struct ngd_ctl {
   ngd_loss pending;
   ngtcp2_log log; /* zeroed: ngtcp2 logging disabled (ngtcp2_log.h:170) */
   ngtcp2_duration initial_rtt;
+  ngtcp2_tstamp clock_base; /* ngtcp2 time of trace time 0 */
   ngtcp2_tstamp last_ts;
   ngtcp2_rtb_entry **acked;  /* per-ACK scratch, grown, never shrunk */
   size_t acked_cap;
@@ -113,12 +114,29 @@ static int fail(ngd_ctl *ctl, const char *fmt, ...) {
   return -1;
 }
 
-static ngtcp2_tstamp us_to_ts(int64_t us) {
-  return (ngtcp2_tstamp)us * NGTCP2_MICROSECONDS;
+/* A span of trace time (an RTT, a delay) in ngtcp2's nanoseconds. */
+static ngtcp2_duration us_to_duration(int64_t us) {
+  return (ngtcp2_duration)us * NGTCP2_MICROSECONDS;
 }
 
-static int64_t ts_to_us(ngtcp2_tstamp ts) {
-  return ts == UINT64_MAX ? CCD_NO_TIME : (int64_t)(ts / NGTCP2_MICROSECONDS);
+/* A trace instant on ngtcp2's clock (ngtcp2.h:1073, nanoseconds).
+   Applications pass a monotonic clock counted from boot, never near 0 once
+   a connection exists; clock_base stands for that uptime
+   (ccdiff_adapter.h).  With ts near 0, ngtcp2's sums such as
+   epoch_start + ... compare differently than they ever do in a real
+   connection. */
+static ngtcp2_tstamp us_to_ts(const ngd_ctl *ctl, int64_t us) {
+  return ctl->clock_base + (ngtcp2_tstamp)us * NGTCP2_MICROSECONDS;
+}
+
+/* An ngtcp2 instant back in trace time, for the snapshot. */
+static int64_t ts_to_us(const ngd_ctl *ctl, ngtcp2_tstamp ts) {
+  if (ts == UINT64_MAX) {
+    return CCD_NO_TIME;
+  }
+  return ts >= ctl->clock_base
+           ? (int64_t)((ts - ctl->clock_base) / NGTCP2_MICROSECONDS)
+           : -(int64_t)((ctl->clock_base - ts) / NGTCP2_MICROSECONDS);
 }
 
 /* ---- options ---------------------------------------------------------- */
@@ -201,11 +219,11 @@ static void ngd_cc_init(ngd_ctl *ctl, ngd_algo algo, size_t mds) {
 static void ngd_set_rtt(ngd_cc *c, const ccd_rtt *rtt, ngtcp2_tstamp ts) {
   ngtcp2_conn_stat *cstat = &c->cstat;
 
-  cstat->latest_rtt = us_to_ts(rtt->latest_us);
-  cstat->smoothed_rtt = us_to_ts(rtt->smoothed_us);
-  cstat->rttvar = us_to_ts(rtt->rttvar_us);
+  cstat->latest_rtt = us_to_duration(rtt->latest_us);
+  cstat->smoothed_rtt = us_to_duration(rtt->smoothed_us);
+  cstat->rttvar = us_to_duration(rtt->rttvar_us);
   if (rtt->min_us > 0) {
-    cstat->min_rtt = us_to_ts(rtt->min_us);
+    cstat->min_rtt = us_to_duration(rtt->min_us);
     if (cstat->first_rtt_sample_ts == UINT64_MAX) {
       cstat->first_rtt_sample_ts = ts; /* conn.c:13296 */
     }
@@ -587,8 +605,8 @@ static uint32_t ngd_phase(const ngd_cc *c, ngtcp2_tstamp ts) {
   return CCD_PHASE_CONGESTION_AVOIDANCE;
 }
 
-static void ngd_snapshot(const ngd_cc *c, ngtcp2_tstamp ts,
-                         ccd_snapshot *out) {
+static void ngd_snapshot(const ngd_ctl *ctl, const ngd_cc *c,
+                         ngtcp2_tstamp ts, ccd_snapshot *out) {
   const ngtcp2_conn_stat *cstat = &c->cstat;
   const ngtcp2_cubic_vars *v;
 
@@ -597,7 +615,7 @@ static void ngd_snapshot(const ngd_cc *c, ngtcp2_tstamp ts,
   out->ssthresh = cstat->ssthresh == UINT64_MAX ? CCD_NONE : cstat->ssthresh;
   out->bytes_in_flight = cstat->bytes_in_flight;
   out->phase = ngd_phase(c, ts);
-  out->recovery_start_us = ts_to_us(cstat->congestion_recovery_start_ts);
+  out->recovery_start_us = ts_to_us(ctl, cstat->congestion_recovery_start_ts);
   out->epoch_start_us = CCD_NO_TIME;
   out->w_max_bytes = NAN;
   out->k_us = NAN;
@@ -611,7 +629,7 @@ static void ngd_snapshot(const ngd_cc *c, ngtcp2_tstamp ts,
   }
   /* cc.c:416-420: t = ts - app_limited_duration - epoch_start, so the
      epoch in effect is epoch_start shifted by app_limited_duration. */
-  out->epoch_start_us = ts_to_us(v->epoch_start + v->app_limited_duration);
+  out->epoch_start_us = ts_to_us(ctl, v->epoch_start + v->app_limited_duration);
   out->w_max_bytes = (double)v->w_max;
   /* cc.h:299 k_m is K in seconds with 10 fractional bits (cc.c:521) */
   out->k_us = (double)v->k_m * 1e6 / 1024.0;
@@ -639,6 +657,11 @@ NGD_EXPORT void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) {
              "ngtcp2: need max_datagram_size > 0 and initial_rtt_us > 0");
     return NULL;
   }
+  if (cfg->clock_base_us <= 0 || cfg->clock_base_us > CCD_MAX_CLOCK_BASE_US) {
+    snprintf(err, err_len, "ngtcp2: clock_base_us %lld is not in 1..%lld",
+             (long long)cfg->clock_base_us, (long long)CCD_MAX_CLOCK_BASE_US);
+    return NULL;
+  }
   if (parse_options(cfg->options, &algo, err, err_len) != 0) {
     return NULL;
   }
@@ -648,7 +671,9 @@ NGD_EXPORT void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) {
     snprintf(err, err_len, "ngtcp2: out of memory");
     return NULL;
   }
-  ctl->initial_rtt = us_to_ts(cfg->initial_rtt_us);
+  ctl->initial_rtt = us_to_duration(cfg->initial_rtt_us);
+  ctl->clock_base = us_to_duration(cfg->clock_base_us);
+  ctl->last_ts = ctl->clock_base;
   ngd_rtb_init(&ctl->rtb);
   ngd_cc_init(ctl, algo, cfg->max_datagram_size);
 
@@ -688,7 +713,7 @@ static int ngd_check_event(ngd_ctl *ctl, const ccd_event *ev) {
     return fail(ctl, "event without its spurious packets");
   }
   if (ev->kind == CCD_PERSISTENT_CONGESTION &&
-      (!ctl->pending.active || ctl->pending.ts != us_to_ts(ev->now_us))) {
+      (!ctl->pending.active || ctl->pending.ts != us_to_ts(ctl, ev->now_us))) {
     return fail(ctl, "persistent_congestion must follow lost at the same time");
   }
   if (ev->bytes_in_flight != bif) {
@@ -706,11 +731,11 @@ NGD_EXPORT int ccd_step(void *p, const ccd_event *ev, ccd_snapshot *out) {
   ngd_cc scratch;
   int rv;
 
-  if (ev->now_us < 0 || us_to_ts(ev->now_us) < ctl->last_ts) {
+  if (ev->now_us < 0 || us_to_ts(ctl, ev->now_us) < ctl->last_ts) {
     return fail(ctl, "time %lld is negative or goes backwards",
                 (long long)ev->now_us);
   }
-  ts = us_to_ts(ev->now_us);
+  ts = us_to_ts(ctl, ev->now_us);
 
   ngd_handle_expiry(ctl, ev, ts);
   if (ngd_check_event(ctl, ev) != 0) {
@@ -744,9 +769,9 @@ NGD_EXPORT int ccd_step(void *p, const ccd_event *ev, ccd_snapshot *out) {
     /* What the loss timer would leave; the ACK redoes it in order. */
     ngd_cc_copy(&scratch, &ctl->cc);
     ngd_loss_timer(ctl, &scratch, 0);
-    ngd_snapshot(&scratch, ts, out);
+    ngd_snapshot(ctl, &scratch, ts, out);
   } else {
-    ngd_snapshot(&ctl->cc, ts, out);
+    ngd_snapshot(ctl, &ctl->cc, ts, out);
   }
 
   return 0;

@@ -1,6 +1,6 @@
 /*
  * ccdiff adapter for picoquic's CUBIC (picoquic/cubic.c) and NewReno
- * (picoquic/newreno.c), ABI version 1 (implementations/include/ccdiff_adapter.h).
+ * (picoquic/newreno.c), ABI version 2 (implementations/include/ccdiff_adapter.h).
  *
  * No connection is built.  A calloc'ed picoquic_cnx_t + picoquic_path_t carry
  * exactly the fields the controllers and their helpers (cc_common.c, pacing.c,
@@ -59,15 +59,6 @@ void picoquic_refresh_path_quality_thresholds(picoquic_path_t* path_x) { (void)p
  * ChaCha20-Poly1305, picoquic_get_checksum_length). */
 #define PQ_CHECKSUM_OVERHEAD 16u
 
-/* picoquic's clock is wall-clock microseconds (picoquic_current_time), never 0,
- * and 0 means "never" in the path stamps the controllers compare with send
- * times (last_sender_limited_time, last_cwin_blocked_time, cubic.c:261,
- * cc_common.c:215).  Trace time 0 is therefore mapped to 1000 s; snapshots
- * are converted back to trace time. */
-#define PQ_CLOCK_BASE_US 1000000000ll
-
-static uint64_t pq_time(int64_t t) { return (uint64_t)(t + PQ_CLOCK_BASE_US); }
-static int64_t trace_time(uint64_t t) { return (int64_t)t - PQ_CLOCK_BASE_US; }
 
 typedef struct {
   picoquic_cnx_t* cnx;
@@ -87,8 +78,18 @@ typedef struct {
   union { picoquic_cubic_state_t c; picoquic_newreno_state_t n; } ck_alg;
   ccd_packet* pend;
   size_t n_pend, cap_pend;
+  uint64_t clock_base; /* picoquic time of trace time 0 */
   char err[256];
 } ctl_t;
+
+/* picoquic's clock is microseconds of the application's clock
+ * (picoquic_current_time), never 0, and 0 means "never" in the path stamps
+ * the controllers compare with send times (last_sender_limited_time,
+ * last_cwin_blocked_time, cubic.c:261, cc_common.c:215).  Trace time t is
+ * clock_base + t, the uptime-like base every adapter uses
+ * (ccdiff_adapter.h); snapshots are converted back to trace time. */
+static uint64_t pq_time(const ctl_t* c, int64_t t) { return c->clock_base + (uint64_t)t; }
+static int64_t trace_time(const ctl_t* c, uint64_t t) { return (int64_t)(t - c->clock_base); }
 
 uint32_t ccd_abi_version(void) { return CCD_ABI_VERSION; }
 
@@ -147,6 +148,11 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
     snprintf(err, err_len, "picoquic: max_datagram_size must exceed the %u-byte AEAD tag", PQ_CHECKSUM_OVERHEAD);
     return NULL;
   }
+  if (cfg->clock_base_us <= 0 || cfg->clock_base_us > CCD_MAX_CLOCK_BASE_US) {
+    snprintf(err, err_len, "picoquic: clock_base_us %lld is not in 1..%lld",
+             (long long)cfg->clock_base_us, (long long)CCD_MAX_CLOCK_BASE_US);
+    return NULL;
+  }
   if (parse_options(cfg->options, &is_cubic, err, err_len) != 0) return NULL;
 
   ctl_t* c = (ctl_t*)calloc(1, sizeof(ctl_t));
@@ -160,6 +166,7 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
   }
   picoquic_cnx_t* cnx = c->cnx;
   picoquic_path_t* path = c->path;
+  c->clock_base = (uint64_t)cfg->clock_base_us;
 
   /* A single-path 1-RTT connection in the ready state. */
   c->paths[0] = path;
@@ -174,7 +181,7 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
    * highest_acknowledged starts at 0 - 1 = UINT64_MAX ("none yet"). */
   picoquic_packet_context_t* pkt_ctx = &cnx->pkt_ctx[picoquic_packet_context_application];
   pkt_ctx->send_sequence = 0;
-  cnx->start_time = pq_time(0);
+  cnx->start_time = pq_time(c, 0);
   pkt_ctx->highest_acknowledged = pkt_ctx->send_sequence - 1;
   pkt_ctx->latest_time_acknowledged = cnx->start_time;
   pkt_ctx->highest_acknowledged_time = cnx->start_time;
@@ -188,7 +195,7 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
   path->retransmit_timer = PICOQUIC_INITIAL_RETRANSMIT_TIMER;
   path->cwin = PICOQUIC_CWIN_INITIAL;
   path->bytes_in_transit = 0;
-  picoquic_pacing_init(&path->pacing, pq_time(0));
+  picoquic_pacing_init(&path->pacing, pq_time(c, 0));
   path->send_mtu = cfg->max_datagram_size;
 
   c->is_cubic = is_cubic;
@@ -196,7 +203,7 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
   c->alg_size = is_cubic ? sizeof(picoquic_cubic_state_t) : sizeof(picoquic_newreno_state_t);
   cnx->congestion_alg = c->alg;
   /* picoquic_set_congestion_algorithm_ex, quicctx.c:5143: alg_init(path, NULL, now). */
-  c->alg->alg_init(path, NULL, pq_time(0));
+  c->alg->alg_init(path, NULL, pq_time(c, 0));
   if (path->congestion_alg_state == NULL) {
     free(c->cnx); free(c->path); free(c);
     snprintf(err, err_len, "picoquic: alg_init failed");
@@ -220,7 +227,7 @@ void ccd_close(void* ctl)
 
 static void notify(ctl_t* c, picoquic_congestion_notification_t n, picoquic_per_ack_state_t* st, int64_t now)
 {
-  c->alg->alg_notify(c->cnx, c->path, n, st, pq_time(now));
+  c->alg->alg_notify(c->cnx, c->path, n, st, pq_time(c, now));
 }
 
 static uint64_t pkt_len(const ccd_packet* p)
@@ -249,22 +256,22 @@ static void on_sent(ctl_t* c, const ccd_packet* p, int app_limited, int64_t now)
 
   /* The stream scheduler found nothing more to send: sender.c:1426. */
   c->sender_app_limited = app_limited;
-  if (app_limited) path->last_sender_limited_time = pq_time(now);
+  if (app_limited) path->last_sender_limited_time = pq_time(c, now);
   /* sender.c:880 send_sequence++ (the trace's packet number is the sequence). */
   if (p->pn + 1 > pkt_ctx->send_sequence) pkt_ctx->send_sequence = p->pn + 1;
-  path->latest_sent_time = pq_time(now); /* sender.c:882 */
+  path->latest_sent_time = pq_time(c, now); /* sender.c:882 */
   /* picoquic_queue_for_retransmit, sender.c:697-707. */
   path->bytes_in_transit += p->bytes;
   path->is_cc_data_updated = 1;
-  if (path->bytes_in_transit >= path->cwin) path->last_cwin_blocked_time = pq_time(now);
-  picoquic_update_pacing_after_send(path, p->bytes, pq_time(now));
-  path->last_sent_time = pq_time(now); /* sender.c:956 */
+  if (path->bytes_in_transit >= path->cwin) path->last_cwin_blocked_time = pq_time(c, now);
+  picoquic_update_pacing_after_send(path, p->bytes, pq_time(c, now));
+  path->last_sent_time = pq_time(c, now); /* sender.c:956 */
   if (!app_limited) {
     /* Not app-limited means cwnd-limited (ccdiff_adapter.h): the sender's next
      * attempt finds the window closed, sender.c:2601-2610. */
     picoquic_per_ack_state_t st = { 0 };
     st.pc = picoquic_packet_context_application;
-    path->last_cwin_blocked_time = pq_time(now);
+    path->last_cwin_blocked_time = pq_time(c, now);
     notify(c, picoquic_congestion_notification_cwin_blocked, &st, now);
   }
 }
@@ -280,7 +287,7 @@ static int apply_loss(ctl_t* c, const ccd_packet* p, int timeout, int64_t now)
   st.pc = picoquic_packet_context_application;
   st.rtt_measurement = path->rtt_sample;
   st.lost_packet_number = p->pn;
-  st.lost_packet_sent_time = pq_time(p->sent_us);
+  st.lost_packet_sent_time = pq_time(c, p->sent_us);
   st.nb_bytes_newly_lost = pkt_len(p);
   st.is_app_limited = p->app_limited ? 1 : 0;
   notify(c, timeout ? picoquic_congestion_notification_timeout : picoquic_congestion_notification_repeat, &st, now);
@@ -372,9 +379,9 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
   uint64_t largest_in_path = 0;
   if (top != NULL && (top->pn > pkt_ctx->highest_acknowledged || pkt_ctx->highest_acknowledged == UINT64_MAX)) {
     pkt_ctx->highest_acknowledged = top->pn;
-    pkt_ctx->highest_acknowledged_time = pq_time(now);
-    if (pkt_ctx->latest_time_acknowledged < pq_time(top->sent_us))
-      pkt_ctx->latest_time_acknowledged = pq_time(top->sent_us);
+    pkt_ctx->highest_acknowledged_time = pq_time(c, now);
+    if (pkt_ctx->latest_time_acknowledged < pq_time(c, top->sent_us))
+      pkt_ctx->latest_time_acknowledged = pq_time(c, top->sent_us);
     largest_in_path = top->pn;
   }
 
@@ -385,8 +392,8 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
     const ccd_packet* p = &ev->packets[k];
     if (path->bytes_in_transit < p->bytes) return fail(c, "acked packet not in bytes_in_transit", p->pn);
     path->delivered += pkt_len(p);                        /* frames.c:3795 */
-    if (pq_time(p->sent_us) > path->last_time_acked_data_frame_sent)
-      path->last_time_acked_data_frame_sent = pq_time(p->sent_us); /* frames.c:3638 */
+    if (pq_time(c, p->sent_us) > path->last_time_acked_data_frame_sent)
+      path->last_time_acked_data_frame_sent = pq_time(c, p->sent_us); /* frames.c:3638 */
     if (first == NULL) first = p;
     data_acked += pkt_len(p);                             /* frames.c:3072 */
     path->bytes_in_transit -= p->bytes;                   /* sender.c:739 */
@@ -396,8 +403,8 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
   for (uint32_t k = ev->n_spurious; k-- > 0;) {
     const ccd_packet* p = &ev->spurious[k];
     picoquic_per_ack_state_t st = { 0 };
-    if (pq_time(p->sent_us) > path->last_time_acked_data_frame_sent)
-      path->last_time_acked_data_frame_sent = pq_time(p->sent_us);
+    if (pq_time(c, p->sent_us) > path->last_time_acked_data_frame_sent)
+      path->last_time_acked_data_frame_sent = pq_time(c, p->sent_us);
     if (first == NULL) first = p;
     data_acked += pkt_len(p);
     path->total_bytes_lost = path->total_bytes_lost > pkt_len(p) ? path->total_bytes_lost - pkt_len(p) : 0;
@@ -416,13 +423,13 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
 
   if (first != NULL) {
     /* process_decoded_packet_data, frames.c:3079-3136. */
-    uint64_t send_time = pq_time(first->sent_us);
+    uint64_t send_time = pq_time(c, first->sent_us);
     /* picoquic_update_path_rtt, timing.c:194-206: the sample, less the ACK delay
      * once RTT is initialized; notified at timing.c:303-311. */
     uint64_t rtt_estimate = 0;
-    if (pq_time(now) > send_time) {
+    if (pq_time(c, now) > send_time) {
       uint64_t ack_delay = ev->ack_delay_us > 0 ? (uint64_t)ev->ack_delay_us : 0;
-      rtt_estimate = pq_time(now) - send_time;
+      rtt_estimate = pq_time(c, now) - send_time;
       if (path->rtt_is_initialized && ack_delay > 0) {
         if (ack_delay > c->cnx->local_parameters.max_ack_delay) ack_delay = c->cnx->local_parameters.max_ack_delay;
         if (path->rtt_min + ack_delay < rtt_estimate) rtt_estimate -= ack_delay;
@@ -438,7 +445,7 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
     }
     /* frames.c:3097 (the delivery-rate estimate of frames.c:3092 feeds only ACK
      * frequency and BBR-style controllers, not cubic/newreno). */
-    picoquic_estimate_max_path_bandwidth(path, send_time, pq_time(now));
+    picoquic_estimate_max_path_bandwidth(path, send_time, pq_time(c, now));
     /* Loss detection, frames.c:3099-3102. */
     if (replay && apply_group(c, now) != 0) return -1;
     /* The acknowledgement, frames.c:3104-3131, only with a non-zero RTT sample. */
@@ -455,7 +462,7 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
   }
   /* After an incoming packet picoquic tries to send; an app-limited sender finds
    * no stream data and stamps the path again (sender.c:1426 / 3315). */
-  if (c->sender_app_limited) path->last_sender_limited_time = pq_time(now);
+  if (c->sender_app_limited) path->last_sender_limited_time = pq_time(c, now);
   c->group_open = 0;
   return 0;
 }
@@ -482,7 +489,7 @@ static void fill_snapshot(ctl_t* c, ccd_snapshot* out)
                : CCD_PHASE_CONGESTION_AVOIDANCE;
     /* Cubic marks recovery with a packet number (recovery_sequence), not a time. */
     /* start_of_epoch is kept in every state (cubic.c:61,140,176,184,292). */
-    out->epoch_start_us = trace_time(s->start_of_epoch);
+    out->epoch_start_us = trace_time(c, s->start_of_epoch);
     /* W_max is in packets of send_mtu (cubic.c:158); before the first
      * congestion event it holds UINT64_MAX / send_mtu (cubic.c:59-60). */
     if (!(s->W_max >= (double)UINT64_MAX / (double)path->send_mtu)) {
@@ -495,7 +502,7 @@ static void fill_snapshot(ctl_t* c, ccd_snapshot* out)
     out->phase = s->nrss.alg_state == picoquic_newreno_alg_slow_start ? CCD_PHASE_SLOW_START
                : CCD_PHASE_CONGESTION_AVOIDANCE;
     /* recovery_start is set on each congestion event (newreno.c:68). */
-    if (s->nrss.ssthresh != UINT64_MAX) out->recovery_start_us = trace_time(s->nrss.recovery_start);
+    if (s->nrss.ssthresh != UINT64_MAX) out->recovery_start_us = trace_time(c, s->nrss.recovery_start);
   }
 }
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import pytest
 
 from ccdiff.build import ensure_built
+from ccdiff.clock import ENV_VAR
 from ccdiff.errors import SetupError
 
 from .common import run_events, sent
@@ -223,23 +224,28 @@ def test_spurious_loss_is_undone():
     assert undone.recovery_start_us is None and undone.epoch_start_us is None
 
 
+def persistent_congestion_events():
+    """RFC 9002 §7.6.2 holds: a 10 ms sample at 10 ms, then pns 10-14 lost 200 ms apart."""
+    return ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
+            + [sent(10_100 + 50_000 * i, 10 + i) for i in range(6)]
+            + [dict(t=270_100, ev="lost", pns=[[10, 14]]),
+               dict(t=270_100, ev="persistent_congestion"),
+               dict(t=270_100, ev="ack", pns=[15])])
+
+
 def test_persistent_congestion():
     """Persistent congestion: cwnd = 2 * mds, ssthresh kept (cc.c:556-568).
 
-    10 packets acked at 10 ms (cwnd 24000), 6 more sent every 20 ms from
-    10 ms; at 200 ms pns 10-14 are lost with persistent congestion and pn 15
-    acked.  In the ACK (rtb.c order): rs.delivered = 1200 (pn 15 was sent
+    10 packets acked at 10 ms (cwnd 24000), 6 more sent every 50 ms from
+    10.1 ms; at 270.1 ms pns 10-14 (sent 200 ms apart, more than RFC 9002
+    §7.6.1's (10 + 20 + 25) * 3 = 165 ms) are lost with persistent congestion
+    and pn 15 acked.  In the ACK (rtb.c order): rs.delivered = 1200 (pn 15 was sent
     after 12000 bytes were delivered); 2400 < 24000 so ssthresh = min(16800,
     max(1200, 0 + 6000)) = 6000; then cwnd = 2400 and the recovery start is
     cleared, so on_ack_recv grows slow start by 1200: 3600, ssthresh 6000.
     The persistent_congestion snapshot itself (loss-timer path) is 2400.
     """
-    events = ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
-              + [sent(10_000 + 20_000 * i, 10 + i) for i in range(6)]
-              + [dict(t=200_000, ev="lost", pns=[[10, 14]]),
-                 dict(t=200_000, ev="persistent_congestion"),
-                 dict(t=200_000, ev="ack", pns=[15])])
-    snaps, findings = run(events)
+    snaps, findings = run(persistent_congestion_events())
     assert snaps[-2].cwnd == 2 * MDS
     assert (snaps[-1].cwnd, snaps[-1].ssthresh) == (3600, 6000)
     assert snaps[-1].recovery_start_us is None
@@ -278,32 +284,50 @@ def test_gap_fill_ack_is_not_held_by_recovery():
     assert snaps[6].cwnd == 2717
 
 
-def test_known_bug_avoidance_without_epoch_after_persistent_congestion():
-    """Pins an ngtcp2 1.25.0 bug (reported by ccdiff; fails once fixed).
-
-    Persistent congestion resets CUBIC's variables (epoch_start = UINT64_MAX,
-    w_max = w_est = 0, cc.c:194-205 via cc.c:562) but keeps ssthresh (6000,
-    see test_persistent_congestion).  Slow start from 2400 reaches 6000 and
-    the next ACK runs congestion avoidance with no epoch: cc.c:277 computes
-    t = ts - UINT64_MAX = ts + 1 ns.  With ngtcp2's clock near zero (here
-    221 ms) W_cubic ~ 0 + a few bytes, w_est = 0 + m = 1200 * 1200 / 6000
-    = 240 > W_cubic, so cwnd = w_est = 240 (cc.c:444-445): below the
-    2 * 1200 minimum.  (With a large real clock W_cubic is astronomically
-    large instead and the window grows at the 1.5x cap.)
-    """
-    events = ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
-              + [sent(10_000 + 20_000 * i, 10 + i) for i in range(6)]
-              + [dict(t=200_000, ev="lost", pns=[[10, 14]]),
-                 dict(t=200_000, ev="persistent_congestion"),
-                 dict(t=200_000, ev="ack", pns=[15])])
-    pn, t = 16, 201_000
+def avoidance_after_persistent_congestion():
+    """Slow start from the collapsed 2400 to the kept ssthresh 6000, then two ACKs in avoidance."""
+    events = persistent_congestion_events()
+    pn, t = 16, 271_000
     for _ in range(2):
         events += [sent(t, pn), sent(t, pn + 1),
                    dict(t=t + 10_000, ev="ack", pns=[pn]), dict(t=t + 10_000, ev="ack", pns=[pn + 1])]
         pn, t = pn + 2, t + 10_000
+    return events
+
+
+def test_known_bug_avoidance_without_epoch_after_persistent_congestion():
+    """Pins an ngtcp2 1.25.0 bug (reported by ccdiff; fails once fixed).
+
+    Congestion avoidance with no epoch after cubic_vars_reset.  Persistent
+    congestion resets CUBIC's variables (epoch_start = UINT64_MAX, w_max =
+    w_est = 0, cc.c:194-205 via cc.c:562) but keeps ssthresh (6000, see
+    test_persistent_congestion).  Slow start from 2400 reaches 6000 and the
+    next ACKs run congestion avoidance with no epoch: cc.c:277 computes t =
+    ts - UINT64_MAX = ts + 1 ns, i.e. the clock's whole uptime (capped at an
+    hour, cc.c:290).  W_cubic is then enormous, the target is capped at
+    1.5 x cwnd (cc.c:425) and the window grows by half a datagram per acked
+    datagram (6000 -> 6600 -> 7200) with no epoch ever set: neither RFC
+    9438's curve nor its Reno-friendly estimate.  The window stays above the
+    minimum at a real clock (test_clock.py pins that the old clock near 0
+    made it 240).
+    """
+    snaps, findings = run(avoidance_after_persistent_congestion())
+    assert ack_cwnds(avoidance_after_persistent_congestion(), snaps)[-4:] == [4800, 6000, 6600, 7200]
+    assert snaps[-1].epoch_start_us is None
+    assert "cwnd-below-minimum" not in {f.invariant for f in findings}
+
+
+def test_clock_near_zero_made_the_window_fall_below_the_minimum(monkeypatch):
+    """The same trace with ngtcp2's clock at 1 us (the adapter's old mapping of trace time 0).
+
+    With ts ~ 221 ms, W_cubic ~ 0 + a few bytes, w_est = 0 + m = 1200 * 1200 /
+    6000 = 240 > W_cubic, so cwnd = w_est = 240 (cc.c:444-445): below the
+    2 * 1200 minimum, a state no connection with an uptime-like clock reaches.
+    """
+    monkeypatch.setenv(ENV_VAR, "1")
+    events = avoidance_after_persistent_congestion()
     snaps, findings = run(events)
     assert ack_cwnds(events, snaps)[-4:] == [4800, 6000, 240, 1440]
-    assert snaps[-1].epoch_start_us is None
     assert "cwnd-below-minimum" in {f.invariant for f in findings}
 
 
@@ -315,14 +339,16 @@ def test_loss_after_persistent_congestion_at_the_same_time_starts_recovery():
     so the collapse erased the recovery period the later loss starts and the ACK of a packet
     sent at that instant grew the window (growth-in-recovery).  Now the collapsed batch is
     committed first (loss-timer path): cwnd 2400, then pn 41's loss (sent at 30 ms, not in
-    recovery) is a congestion event at 40 ms: ssthresh = max(1680, 2400) = cwnd = 2400 and
-    the recovery start is 40 ms, so pn 51 (sent at 40 ms <= start, cc.c:113-117) is not credited.
+    recovery) is a congestion event at 240 ms: ssthresh = max(1680, 2400) = cwnd = 2400 and
+    the recovery start is 240 ms, so pn 51 (sent at 240 ms <= start, cc.c:113-117) is not
+    credited.  (A 10 ms sample first and pns 46-47 sent 200 ms apart: RFC 9002 §7.6.2 holds.)
     """
-    events = ([sent(30_000, pn) for pn in (41, 42, 46, 47)]
-              + [dict(t=40_000, ev="lost", pns=[[46, 47]]), dict(t=40_000, ev="persistent_congestion"),
-                 dict(t=40_000, ev="lost", pns=[41]), sent(40_000, 51), dict(t=50_000, ev="ack", pns=[51])])
+    events = ([sent(0, 0), dict(t=10_000, ev="ack", pns=[0])]
+              + [sent(30_000, pn) for pn in (41, 42, 46)] + [sent(230_000, 47)]
+              + [dict(t=240_000, ev="lost", pns=[[46, 47]]), dict(t=240_000, ev="persistent_congestion"),
+                 dict(t=240_000, ev="lost", pns=[41]), sent(240_000, 51), dict(t=250_000, ev="ack", pns=[51])])
     snaps, findings = run(events)
-    assert snaps[5].cwnd == 2 * MDS and snaps[5].recovery_start_us is None
-    assert (snaps[6].cwnd, snaps[6].recovery_start_us) == (2400, 40_000)
-    assert (snaps[8].cwnd, snaps[8].recovery_start_us) == (2400, 40_000)
+    assert snaps[7].cwnd == 2 * MDS and snaps[7].recovery_start_us is None
+    assert (snaps[8].cwnd, snaps[8].recovery_start_us) == (2400, 240_000)
+    assert (snaps[10].cwnd, snaps[10].recovery_start_us) == (2400, 240_000)
     assert not [f for f in findings if f.status == "violation"]

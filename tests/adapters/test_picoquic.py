@@ -172,9 +172,11 @@ def test_persistent_congestion_and_loss_found_by_the_ack():
     Inside the ACK (frames.c:3101) the highest acked is 13 >= 10, so pn 10 re-enters recovery:
     W_max = 2.56 -> 2.24 (fast convergence), 2.24 * 7/8 * 1200 = 2352 < 3072, so cubic forgets
     ssthresh and restarts slow start at 3072 (cubic.c:169-179); the ACK then adds 1184: 4256."""
-    events = ([sent(0, i) for i in range(10)]
-              + [dict(t=10_000, ev="ack", pns=[[0, 5]]),
-                 dict(t=400_000, ev="lost", pns=[[6, 9]]),
+    events = ([sent(0, i) for i in range(6)]
+              + [dict(t=10_000, ev="ack", pns=[[0, 5]])]
+              # RFC 9002 §7.6.2: pns 6-9 sent after the sample and 190 ms apart (> 165 ms)
+              + [sent(10_100, 6)] + [sent(200_100, i) for i in (7, 8, 9)]
+              + [dict(t=400_000, ev="lost", pns=[[6, 9]]),
                  dict(t=400_000, ev="persistent_congestion")]
               + [sent(400_000, i) for i in range(10, 14)]
               + [dict(t=405_000, ev="lost", pns=[[10, 12]]), dict(t=405_000, ev="ack", pns=[13])])

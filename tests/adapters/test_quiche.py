@@ -22,7 +22,8 @@ import pytest
 from ccdiff.build import ensure_built
 from ccdiff.errors import SetupError
 from ccdiff.replay import replay
-from ccdiff.trace import parse_trace_text
+from ccdiff.paths import project_root
+from ccdiff.trace import load_trace, parse_trace_text
 
 MDS = 1200
 MS = 1000
@@ -321,7 +322,24 @@ def test_cubic_hystart_css_to_ca(version):
     last = snaps["css4"]
     assert snaps["css3"].ssthresh is None                # still slow start
     assert last.ssthresh is not None and last.cwnd == last.ssthresh
-    assert last.phase == "slow_start"                    # quiche's state_str: CSS counts as slow start
+    # quiche's state_str still says "conservative_slow_start" (in_css() stays true), but the
+    # next ACK takes the congestion-avoidance branch (cubic.rs:255, 276-281): so does the phase.
+    assert last.phase == "congestion_avoidance"
+    assert snaps["css3"].phase == "slow_start"           # CSS proper is slow start
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_avoidance_after_a_hystart_exit_is_labelled_so(version):
+    """The stored reproducer quiche-css-epoch-counts-idle: once CSS ends (ssthresh 24600 set,
+    cwnd 25800) every later snapshot is congestion avoidance with the CSS start as epoch, and
+    the growth after the idle is judged as such (idle-inflation)."""
+    trace = load_trace(str(project_root() / "fuzz" / "reproducers" / "quiche-css-epoch-counts-idle.jsonl"))
+    spec = f"quiche@{version}"                             # HyStart++ on, as quiche ships
+    snaps = replay(trace, [spec]).runs[spec].snapshots
+    after = [s for s in snaps if s.ssthresh is not None]
+    assert after and all(s.cwnd >= s.ssthresh for s in after)
+    assert {s.phase for s in after} == {"congestion_avoidance"}
+    assert {s.phase for s in snaps if s.ssthresh is None} == {"slow_start"}
 
 
 # --- reno.rs tests ------------------------------------------------------------
@@ -429,7 +447,8 @@ def test_ecn_ce_and_persistent_congestion_are_ignored(version):
     s = Sender().send(10).advance(10 * MS)
     s.lines.append(json.dumps({"t": s.t, "ev": "ack", "pns": [s.unacked.popleft()], "ecn_ce": True}))
     s.marks["ce"] = len(s.lines) - 2
-    s.advance(2_000 * MS).lose(9)
+    # Two packets sent after the sample, 2 s apart (RFC 9002 §7.6.2 holds), lost with the rest.
+    s.advance(100).send(1).advance(2_000 * MS).send(1).advance(10 * MS).lose(11)
     s.lines.append(json.dumps({"t": s.t, "ev": "persistent_congestion"}))
     s.marks["pc"] = len(s.lines) - 2
     snaps = s.run(cubic(version))

@@ -7,8 +7,11 @@
 //! `Connection` (src/lib.rs) do.  Line references are to quiche 0.30.0
 //! unless marked otherwise; 0.26.0 has the same code a few lines earlier.
 //!
-//! Virtual time: one base `Instant` taken at `ccd_open` plus
-//! `Duration::from_micros(t)`.
+//! Virtual time: trace time t is `base + Duration::from_micros(t)`, with
+//! `base` the `Instant` at `ccd_open` plus the harness's `clock_base_us`
+//! (ccdiff_adapter.h: every adapter puts trace time 0 that far into a
+//! monotonic clock).  quiche's `Instant` is opaque, so quiche sees only
+//! differences; the base is applied for the one rule all stacks share.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use quiche::ccdiff_internal as q;
 
-const CCD_ABI_VERSION: u32 = 1;
+const CCD_ABI_VERSION: u32 = 2;
+// ccdiff_adapter.h CCD_MAX_CLOCK_BASE_US: ten years of uptime.
+const CCD_MAX_CLOCK_BASE_US: i64 = 315_360_000_000_000;
 const CCD_NONE: u64 = u64::MAX;
 const CCD_NO_TIME: i64 = i64::MIN;
 
@@ -81,6 +86,7 @@ pub struct CcdConfig {
     reserved: u32,
     initial_rtt_us: i64,
     options: *const c_char,
+    clock_base_us: i64,
 }
 
 /// How quiche's `Congestion.app_limited` flag is driven (it gates all cwnd
@@ -324,11 +330,17 @@ impl Ctl {
     fn snapshot(&self, now: Instant, bif: u64, out: &mut CcdSnapshot) {
         let cc = &self.cc;
         let ssthresh = cc.ssthresh();
-        // quiche's own phase: reno::state_str (reno.rs:146), which cubic's
-        // state_str calls; "conservative_slow_start" (HyStart++ CSS) maps to
-        // slow start.  Recovery = a packet sent now counts as in recovery
-        // (Congestion::in_congestion_recovery, mod.rs:169).
-        out.phase = if cc.hystart_in_css() || cc.congestion_window() < ssthresh {
+        // The phase is the branch quiche's growth code takes (cubic.rs:255,
+        // reno.rs on_packet_acked): slow start, including HyStart++'s CSS,
+        // while cwnd < ssthresh; otherwise congestion avoidance.  Not
+        // state_str (reno.rs:146-148): it says "conservative_slow_start"
+        // whenever in_css(), and in_css() stays true after CSS ends
+        // (hystart.rs:170-183 returns true, cubic.rs:271-274 sets ssthresh =
+        // cwnd, css_start_time is kept), while quiche already grows that
+        // window in congestion avoidance with the CSS start as its epoch
+        // (cubic.rs:276-281).  Recovery = a packet sent now counts as in
+        // recovery (Congestion::in_congestion_recovery, mod.rs:169).
+        out.phase = if cc.congestion_window() < ssthresh {
             CCD_PHASE_SLOW_START
         } else if cc.in_congestion_recovery(now) {
             CCD_PHASE_RECOVERY
@@ -419,8 +431,11 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
     if cfg.initial_rtt_us > 0 {
         st.initial_rtt = Duration::from_micros(cfg.initial_rtt_us as u64);
     }
+    if cfg.clock_base_us <= 0 || cfg.clock_base_us > CCD_MAX_CLOCK_BASE_US {
+        return Err(format!("clock_base_us {} is not in 1..{CCD_MAX_CLOCK_BASE_US}", cfg.clock_base_us));
+    }
     Ok(Box::new(Ctl {
-        base: Instant::now(),
+        base: Instant::now() + Duration::from_micros(cfg.clock_base_us as u64),
         reno: st.reno,
         app_limited,
         cc: q::Cc::new(&st),
