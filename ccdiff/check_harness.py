@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from .errors import SetupError
-from .metamorphic import check_trace, default_trace_paths, describe, load_any, sim_traces
+from .metamorphic import FAMILIES, check_trace, default_trace_paths, describe, load_any, sim_traces
 from .output import write_json
 from .paths import project_root
 
@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
                    help="also the trace of every scenario x seeds 0..N-1, recorded with SPEC in the "
                    "closed loop as `ccdiff conform` runs it (default 0)")
     p.add_argument("--build", action="store_true", help="build SPEC's adapter first if missing or stale")
+    p.add_argument("--relations", default=",".join(FAMILIES), metavar="LIST",
+                   help="families to run, comma-separated: shift (time), pn (packet numbers), split "
+                   "(ACKs); default all")
     p.add_argument("--changes-only", action="store_true", help="print only the rows whose verdict changed")
     p.add_argument("--json", metavar="FILE", help="write every row as JSON")
     p.set_defaults(func=cmd_check_harness)
@@ -52,9 +55,10 @@ def cmd_check_harness(args) -> int:
     if args.build:
         from .build import ensure_built
         ensure_built(args.stack)
+    families = _families(args.relations)
     rows = []
     for name, trace in _corpus(args):
-        rows.extend(check_trace(trace, args.stack, name))
+        rows.extend(check_trace(trace, args.stack, name, families))
         print(f"  checked {name}", file=sys.stderr, flush=True)
     _print_rows(rows, args.changes_only)
     changed = [row for row in rows if row.changed]
@@ -65,6 +69,14 @@ def cmd_check_harness(args) -> int:
             {"trace": r.trace, "relation": r.relation, "before": describe(r.before),
              "after": describe(r.after), "changed": r.changed} for r in rows]})
     return EXIT_CHANGED if changed else EXIT_OK
+
+
+def _families(text: str) -> tuple:
+    chosen = tuple(part for part in text.split(",") if part)
+    unknown = [part for part in chosen if part not in FAMILIES]
+    if unknown or not chosen:
+        raise SetupError(f"--relations {text!r}: expected a comma-separated list of {', '.join(FAMILIES)}")
+    return chosen
 
 
 def _print_rows(rows: list, changes_only: bool) -> None:

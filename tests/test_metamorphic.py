@@ -173,3 +173,15 @@ def test_check_harness_catches_an_adapter_that_reads_absolute_time(tmp_path):
     assert "numeric-error" not in changed["shift+1s"]["before"]
     assert "numeric-error@" in changed["shift+1s"]["after"]
     assert "4 verdict changes" in proc.stdout
+
+
+def test_check_harness_runs_only_the_families_asked_for(tmp_path):
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "check-harness", "--stack", "oracle", "--relations",
+                           "pn", DEATH_SPIRAL, "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["relation"] for r in json.loads(out.read_text())["rows"]] == ["pn+1000", "pn+2^20"]
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "check-harness", "--stack", "oracle", "--relations",
+                           "shift,bogus", DEATH_SPIRAL], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().endswith("expected a comma-separated list of shift, pn, split")
