@@ -367,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
         add(sub)
     from .fuzzing.command import add_parser as add_fuzz_parser
     add_fuzz_parser(sub)
+    from .check_harness import add_parser as add_check_harness_parser
+    add_check_harness_parser(sub)
     return parser
 
 

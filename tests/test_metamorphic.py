@@ -1,0 +1,187 @@
+"""Metamorphic relations (ccdiff/metamorphic.py, docs/metamorphic.md): each transform on its
+own, then every relation over every example and stored reproducer for the oracle and every
+stack.  A verdict change there is a harness bug (or a stack reading absolute time or packet
+numbers, which the report names)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccdiff.metamorphic import (check_trace, default_trace_paths, load_any, offset_packet_numbers,
+                                relations_for, shift_time, single_split_positions, split_ack,
+                                split_acks_at, split_pns, splittable_acks, verdict)
+from ccdiff.invariants import Finding
+from ccdiff.stacks import available
+from ccdiff.trace import Ack, Lost, Sent, TraceError, dump_trace, parse_trace_text
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = default_trace_paths(ROOT)
+DEATH_SPIRAL = str(ROOT / "examples" / "death-spiral.jsonl")
+
+
+def all_specs() -> list:
+    """The oracles and every stack version of the recipes, built or not (the test builds them)."""
+    return [row["stack"] + (f"@{row['version']}" if row["version"] else "") for row in available()]
+
+
+def test_corpus_is_the_examples_and_every_reproducer():
+    names = {Path(p).name for p in CORPUS}
+    assert {"death-spiral.jsonl", "idle-restart.jsonl", "ngtcp2-cwnd-below-minimum.bin"} <= names
+    assert len(CORPUS) == len(list((ROOT / "examples").glob("*.jsonl"))) + \
+        len(list((ROOT / "fuzz" / "reproducers").glob("*")))
+
+
+@pytest.mark.parametrize("base", [1_000_000, 86_400_000_000, 21 * 86_400_000_000])
+def test_a_shifted_trace_validates_and_only_its_times_move(base):
+    trace = load_any(DEATH_SPIRAL)
+    shifted = shift_time(trace, base)
+    # shift_time re-parses its output; dump and parse once more to be sure it is a valid trace.
+    assert parse_trace_text(dump_trace(shifted)).events == shifted.events
+    assert len(shifted.events) == len(trace.events)
+    for old, new in zip(trace.events, shifted.events):
+        assert new.t == old.t + base
+        assert new._replace(t=old.t) == old
+
+
+def test_a_shift_past_the_format_limit_is_a_trace_error_not_a_crash():
+    trace = load_any(DEATH_SPIRAL)
+    with pytest.raises(TraceError, match="between 0 and"):
+        shift_time(trace, 2**53)
+
+
+@pytest.mark.parametrize("offset", [1000, 2**20])
+def test_an_offset_trace_moves_every_packet_number(offset):
+    trace = load_any(DEATH_SPIRAL)
+    moved = offset_packet_numbers(trace, offset)
+    assert len(moved.events) == len(trace.events)
+    for old, new in zip(trace.events, moved.events):
+        assert new.t == old.t and type(new) is type(old)
+        if type(old) is Sent:
+            assert new.pn == old.pn + offset and new.bytes == old.bytes
+        elif type(old) in (Ack, Lost):
+            assert new.pns == tuple(pn + offset for pn in old.pns)
+        else:
+            assert new == old
+
+
+def test_split_pns_cuts_before_the_highest_range_or_in_the_middle():
+    assert split_pns((1, 2, 5, 6, 9)) == ((1, 2, 5, 6), (9,))
+    assert split_pns((3, 4, 5, 6, 7)) == ((3, 4), (5, 6, 7))
+    assert split_pns((8, 9)) == ((8,), (9,))
+
+
+def test_a_split_ack_covers_the_same_packets_at_the_same_instant():
+    ack = Ack(t=500, pns=(1, 2, 3, 7, 8), ack_delay=25, ecn_ce=True)
+    first, second = split_ack(ack)
+    assert first.pns + second.pns == ack.pns and first.pns and second.pns
+    assert first.t == second.t == 500 and first.ack_delay == second.ack_delay == 25
+    # The CE mark travels with the largest acknowledged (RFC 9002 §7.1 starts recovery at its send time).
+    assert (first.ecn_ce, second.ecn_ce) == (False, True)
+
+
+def test_splitting_every_ack_of_a_trace_keeps_the_packets_each_instant_acknowledges():
+    trace = load_any(str(ROOT / "examples" / "idle-restart.jsonl"))
+    chosen = splittable_acks(trace)
+    assert chosen, "the example has ACKs of several packets"
+    split = split_acks_at(trace, chosen)
+    assert len(split.events) == len(trace.events) + len(chosen)
+
+    def acked_by_instant(events):
+        out = {}
+        for ev in events:
+            if type(ev) is Ack:
+                out.setdefault(ev.t, []).extend(ev.pns)
+        return {t: sorted(pns) for t, pns in out.items()}
+    assert acked_by_instant(split.events) == acked_by_instant(trace.events)
+    assert [ev for ev in split.events if type(ev) is not Ack] == [ev for ev in trace.events if type(ev) is not Ack]
+
+
+def test_single_splits_pick_the_first_middle_and_last_splittable_ack():
+    trace = load_any(str(ROOT / "examples" / "idle-restart.jsonl"))
+    acks = splittable_acks(trace)
+    assert single_split_positions(trace) == sorted({acks[0], acks[len(acks) // 2], acks[-1]})
+    names = [r.name for r in relations_for(trace)]
+    assert names[:6] == ["shift+1s", "shift+100s", "shift+1d", "shift+3w", "pn+1000", "pn+2^20"]
+    assert "split-all-acks" in names
+
+
+def test_a_trace_without_a_multi_packet_ack_has_no_split_relation():
+    trace = parse_trace_text('{"ccdiff_trace": 1}\n{"t": 0, "ev": "sent", "pn": 0, "bytes": 1200}\n'
+                             '{"t": 9, "ev": "ack", "pns": [0]}\n')
+    assert [r.name for r in relations_for(trace) if r.name.startswith("split")] == []
+
+
+def test_exact_verdicts_compare_indices_and_counts_split_verdicts_only_the_set():
+    one = [Finding("s", "ca-growth-bound", 4, 10, "at t=10", count=2)]
+    moved = [Finding("s", "ca-growth-bound", 5, 99, "at t=99", count=3)]
+    assert verdict(one, exact=True) != verdict(moved, exact=True)
+    assert verdict(one, exact=False) == verdict(moved, exact=False)
+    # times and details (which quote times) never count
+    assert verdict(one, exact=True) == verdict([Finding("s", "ca-growth-bound", 4, 7, "x", count=2)], exact=True)
+
+
+@pytest.mark.parametrize("spec", all_specs())
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: Path(p).name)
+def test_no_relation_changes_a_verdict(path, spec):
+    from ccdiff.build import ensure_built
+    ensure_built(spec)
+    changed = [(r.relation, r.before, r.after) for r in check_trace(load_any(path), spec) if r.changed]
+    assert changed == []
+
+
+def test_check_harness_cli_reports_a_change_with_exit_1_and_none_with_exit_0(tmp_path):
+    """Through the real CLI: the oracle keeps every verdict (exit 0); the mutant that
+    measures idle from the last send reads no absolute time either, so it keeps its own."""
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "check-harness", "--stack", "oracle:idle=last-send",
+                           "examples/death-spiral.jsonl", "--json", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["relation"] for r in rows} >= {"shift+3w", "pn+2^20", "split-all-acks"}
+    assert all(r["before"] == r["after"] and "future-recovery-start" in r["before"] for r in rows)
+    assert "0 verdict changes" in proc.stdout
+
+
+def test_check_harness_cli_bad_trace_is_exit_2_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"ccdiff_trace": 1}\n{"t": 0, "ev": "nope"}\n')
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "check-harness", "--stack", "oracle", str(bad)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{bad}:2:" in proc.stderr
+
+
+def test_check_harness_catches_an_adapter_that_reads_absolute_time(tmp_path):
+    """The `faulty` adapter (tests/fault_adapters.py) returns a NaN snapshot from an absolute
+    time on: the bug class of a stack whose clock starts at 0.  Shifted by 1 s or more, the
+    death spiral crosses that time and the verdict changes; the command exits 1 and names it."""
+    import os
+    from .fault_adapters import install_faulty_stack
+    install_faulty_stack(tmp_path)
+    env = dict(os.environ, CCDIFF_HOME=str(tmp_path), CCDIFF_BUILD_DIR=str(tmp_path / "build"),
+               PYTHONPATH=str(ROOT))
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "check-harness", "--stack", "faulty:fault=garbage,at=500000",
+                           DEATH_SPIRAL, "--json", str(out), "--changes-only"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    changed = {r["relation"]: r for r in json.loads(out.read_text())["rows"] if r["changed"]}
+    assert sorted(changed) == ["shift+100s", "shift+1d", "shift+1s", "shift+3w"]
+    assert "numeric-error" not in changed["shift+1s"]["before"]
+    assert "numeric-error@" in changed["shift+1s"]["after"]
+    assert "4 verdict changes" in proc.stdout
+
+
+def test_check_harness_runs_only_the_families_asked_for(tmp_path):
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "check-harness", "--stack", "oracle", "--relations",
+                           "pn", DEATH_SPIRAL, "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["relation"] for r in json.loads(out.read_text())["rows"]] == ["pn+1000", "pn+2^20"]
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "check-harness", "--stack", "oracle", "--relations",
+                           "shift,bogus", DEATH_SPIRAL], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().endswith("expected a comma-separated list of shift, pn, split")
