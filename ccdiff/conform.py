@@ -392,10 +392,14 @@ def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
     `tolerance` is one too ("pass-rate-drop").  Cells only in one summary are
     ignored (a new stack or scenario is not a regression).
     """
-    if baseline.get("schema") != SCHEMA:
-        raise SetupError(f"baseline has schema {baseline.get('schema')!r}, expected {SCHEMA}")
-    before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
-    cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
+    if not isinstance(baseline, dict) or baseline.get("schema") != SCHEMA:
+        found = baseline.get("schema") if isinstance(baseline, dict) else type(baseline).__name__
+        raise SetupError(f"baseline has schema {found!r}, expected {SCHEMA}")
+    try:
+        before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
+        cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
+    except (KeyError, TypeError) as exc:
+        raise SetupError(f"baseline is not a ccdiff summary: no {exc}") from None
     out = []
     for case in summary["cases"]:
         key = (case["stack"], case["scenario"], case["seed"])
