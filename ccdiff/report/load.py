@@ -34,7 +34,7 @@ class TraceRun:
 
 
 def read_document(path: str) -> dict:
-    doc = read_json_input(path, "findings document", limit=256 << 20)
+    doc = read_json_input(path, "findings document")
     if not isinstance(doc, dict) or not isinstance(doc.get("findings"), list) or \
             not ("trace" in doc or "traces" in doc):
         raise SetupError(f"{path}: not a findings document (expected the JSON written by "
