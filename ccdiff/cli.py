@@ -175,8 +175,9 @@ def cmd_decode(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .serve import serve
-    return serve(args.host, args.port, args.stack)
+    import os
+    from .serve import TOKEN_ENV, serve
+    return serve(args.host, args.port, args.stack, args.token or os.environ.get(TOKEN_ENV, ""))
 
 
 def cmd_serve_reports(args) -> int:
@@ -387,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", metavar="NAME", help="serve only this stack (e.g. quiche); default: every built one")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
+    p.add_argument("--token", default="", help="shared secret every request must carry "
+                   "(default: $CCDIFF_SERVE_TOKEN; clients send theirs from the same variable)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("serve-reports", help="serve the HTML reports under a folder over HTTP (read-only)",
