@@ -227,8 +227,8 @@ def _stack_list(items):
 
 def cmd_conform(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from .conform import (cpu_count, default_stacks, exit_code, print_summary, run_conform,
-                          with_controls, write_outputs)
+    from .conform import (cpu_count, default_stacks, earlier_outputs, exit_code, print_summary,
+                          remove_stale_outputs, run_conform, with_controls, write_outputs)
     scenarios = _scenario_list(args.scenarios)
     stacks = with_controls(_stack_list(args.stacks) or default_stacks())
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -240,6 +240,7 @@ def cmd_conform(args) -> int:
         from .build import ensure_built
         for spec in stacks:
             ensure_built(spec)
+    earlier = earlier_outputs(args.out)   # what a run before this one wrote into OUT
     jobs = args.jobs or cpu_count()
     total = len(stacks) * len(scenarios) * len(seeds)
     from rich.console import Console
@@ -268,10 +269,14 @@ def cmd_conform(args) -> int:
     console = _console()
     print_summary(console, summary)
     print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
+    reports = []
     if args.report and args.traces != "none":
         from .conform import report_failures
-        for folder in report_failures(summary, args.out, stacks):
+        reports = report_failures(summary, args.out, stacks)
+        for folder in reports:
             print(f"report: {folder}/index.html", file=sys.stderr)
+    for path in remove_stale_outputs(args.out, earlier, summary, reports):
+        print(f"removed {path} (an earlier run's, not produced by this one)", file=sys.stderr)
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""
