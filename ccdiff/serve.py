@@ -19,9 +19,11 @@ wrapped a max_datagram_size of 2**32 + 1200 to 1200).  With a token
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hmac
 import json
 import os
+import signal
 import socketserver
 import sys
 
@@ -173,6 +175,15 @@ class Session:
 class Handler(socketserver.StreamRequestHandler):
     timeout = IDLE_TIMEOUT      # socket timeout: an idle connection ends its child
 
+    def setup(self) -> None:
+        # In the forked child: die with the server.  SIGKILL, because a child hung inside a
+        # stack's C code never runs a Python signal handler.
+        from .isolation import PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.server.pid:      # the server died before prctl took effect
+            os._exit(1)
+        super().setup()
+
     def handle(self) -> None:
         session = Session(self.server.stack, self.server.token)
         try:
@@ -215,7 +226,7 @@ class Server(socketserver.ForkingTCPServer):
     max_children = MAX_CONNECTIONS
 
     def __init__(self, address, stack, token: str = ""):
-        self.stack, self.token = stack, token
+        self.stack, self.token, self.pid = stack, token, os.getpid()
         super().__init__(address, Handler)
 
     def process_request(self, request, client_address):
