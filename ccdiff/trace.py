@@ -216,6 +216,10 @@ def _parse_header(obj, fail) -> Header:
         if key in obj:
             if not isinstance(obj[key], str):
                 fail(f'"{key}" must be a string')
+            try:   # a lone surrogate ("\udcff") parses as JSON but no report can write it
+                obj[key].encode("utf-8")
+            except UnicodeEncodeError as exc:
+                fail(f'"{key}" holds a lone surrogate at character {exc.start}: not Unicode text')
             setattr(header, key, obj[key])
     return header
 
