@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from . import __version__
 from .cli_help import HelpFormatter, Once, add_command
 from .errors import SetupError
-from .output import write_json, write_text_atomic
+from .output import read_json_input, write_json, write_text_atomic
 from .trace import TraceError, load_trace
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -163,17 +164,27 @@ def cmd_build(args) -> int:
 def cmd_decode(args) -> int:
     from .encoding import decode
     from .trace import dump_trace
+    # Fuzz inputs are small (AFL++ caps them at 1 MB); the cap bounds memory and time on
+    # /dev/zero or a huge file, which would otherwise be read whole.
+    limit = 16 << 20
     try:
-        data = Path(args.input).read_bytes() if args.input != "-" else sys.stdin.buffer.read()
+        if args.input == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(args.input, "rb") as file:
+                data = file.read(limit + 1)
     except OSError as exc:
         raise SetupError(f"{args.input}: cannot read: {exc.strerror}") from None
+    if len(data) > limit:
+        raise SetupError(f"{args.input}: larger than {limit >> 20} MiB; fuzz inputs are at most a few MB")
     sys.stdout.write(dump_trace(decode(data, name=Path(args.input).name)))
     return EXIT_OK
 
 
 def cmd_serve(args) -> int:
-    from .serve import serve
-    return serve(args.host, args.port, args.stack)
+    import os
+    from .serve import TOKEN_ENV, serve
+    return serve(args.host, args.port, args.stack, args.token or os.environ.get(TOKEN_ENV, ""))
 
 
 def cmd_serve_reports(args) -> int:
@@ -231,15 +242,20 @@ class StackSpecs(argparse.Action):
 
 def cmd_conform(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from .conform import (cpu_count, default_stacks, exit_code, print_summary, run_conform,
-                          with_controls, write_outputs)
+    from .conform import (cpu_count, default_stacks, earlier_outputs, exit_code, print_summary,
+                          remove_stale_outputs, run_conform, with_controls, write_outputs)
     scenarios = _scenario_list(args.scenarios)
     stacks = with_controls(args.stacks or default_stacks())
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    baseline = read_json_input(args.baseline, "baseline") if args.baseline else None
+    if baseline is not None:   # a malformed baseline is refused before the run, not after it
+        from .conform import compare
+        compare({"cases": [], "cells": []}, baseline, args.tolerance)
     if args.build:
         from .build import ensure_built
         for spec in stacks:
             ensure_built(spec)
+    earlier = earlier_outputs(args.out)   # what a run before this one wrote into OUT
     jobs = args.jobs or cpu_count()
     total = len(stacks) * len(scenarios) * len(seeds)
     from rich.console import Console
@@ -262,12 +278,6 @@ def cmd_conform(args) -> int:
     regressions = None
     if args.baseline:
         from .conform import compare
-        try:
-            baseline = json.loads(Path(args.baseline).read_text())
-        except OSError as exc:
-            raise SetupError(f"{args.baseline}: cannot read: {exc.strerror or exc}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SetupError(f"{args.baseline}: not a summary.json ({exc})") from None
         regressions = compare(summary, baseline, args.tolerance)
         summary["regressions"] = regressions
     write_outputs(summary, args.out)
@@ -275,10 +285,14 @@ def cmd_conform(args) -> int:
     console = _console()
     print_summary(console, summary)
     print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
+    reports = []
     if args.report and args.traces != "none":
         from .conform import report_failures
-        for folder in report_failures(summary, args.out, stacks):
+        reports = report_failures(summary, args.out, stacks)
+        for folder in reports:
             print(f"report: {folder}/index.html", file=sys.stderr)
+    for path in remove_stale_outputs(args.out, earlier, summary, reports):
+        print(f"removed {path} (an earlier run's, not produced by this one)", file=sys.stderr)
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""
@@ -479,6 +493,8 @@ def _add_serve(sub) -> None:
     p.add_argument("--stack", metavar="NAME", action=Once, help="serve only this stack (e.g. quiche); default: every built one")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
+    p.add_argument("--token", default="", help="shared secret every request must carry "
+                   "(default: $CCDIFF_SERVE_TOKEN; clients send theirs from the same variable)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -568,7 +584,63 @@ def _add_scenarios(sub) -> None:
     p.set_defaults(func=cmd_scenarios)
 
 
+# Bounds of numeric options, by dest (the option's name with '_'): a value outside them is a
+# usage error (exit 2) before any work starts, instead of a run of nothing (--seeds 0), a
+# wrapped or overflowing value deep inside (a port of 70000, a timeout of inf), or a campaign
+# that cannot end (--seeds 10**18).  A numeric option not listed must be finite and >= 0.
+NUMERIC_BOUNDS = {
+    "seeds": (1, 100_000),
+    "first_seed": (0, 2**32 - 1),
+    "seed": (0, 2**32 - 1),
+    "jobs": (0, 1024),
+    "port": (0, 65535),
+    "timeout": (0, 7 * 86400),
+    "tolerance": (0, 1),
+}
+
+
+def check_numbers(parser: argparse.ArgumentParser, args) -> None:
+    """Refuse nan, inf, negative and out-of-range values of every int/float option of the
+    chosen subcommand (found by introspection, so a new option is covered the day it lands)."""
+    chosen = parser._subparsers._group_actions[0].choices[args.command]
+    for action in chosen._actions:
+        value = getattr(args, action.dest, None)
+        if action.type not in (int, float) or not isinstance(value, (int, float)):
+            continue
+        low, high = NUMERIC_BOUNDS.get(action.dest, (0, math.inf))
+        if not math.isfinite(value) or not low <= value <= high:
+            name = action.option_strings[-1] if action.option_strings else action.dest
+            limit = f"at least {low}" if high == math.inf else f"between {low} and {high}"
+            chosen.error(f"argument {name}: {value!r} is out of range (expected {limit})")
+
+
+def error_location(exc: BaseException) -> str:
+    """Where an unexpected exception was raised: the file a failed system call named, else
+    the innermost frame's file:line."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return str(exc.filename)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "ccdiff"
+    return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line: what went wrong and where (never a traceback: a nightly reads stderr)."""
+    if isinstance(exc, OSError):
+        what = exc.strerror or str(exc) or type(exc).__name__
+    elif isinstance(exc, MemoryError):
+        what = "out of memory"
+    else:
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{error_location(exc)}: {' '.join(what.split())}"
+
+
 def main(argv=None) -> int:
+    """Exit 0: no finding; 1: findings or regressions, and nothing else; 2: every error that
+    is not a finding (usage, input, setup, I/O, out of memory, a bug), as one line."""
     parser = build_parser()
     # A command line from the OS cannot hold a NUL byte, but main() called in-process can,
     # and open() raises ValueError (not OSError) on one: refuse it here, once for every path.
@@ -576,19 +648,25 @@ def main(argv=None) -> int:
         if "\0" in arg:
             parser.error(f"argument {arg!r} contains a NUL byte")
     args = parser.parse_args(argv)
+    check_numbers(parser, args)
     try:
         return args.func(args)
-    except TraceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except SetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (TraceError, SetupError) as exc:
+        print(f"error: {_printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:   # noqa: BLE001 - the top-level rule: MemoryError, OSError, a bug
+        print(f"error: {_printable(describe_error(exc))}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _printable(text: str) -> str:
+    """A message may quote a user's lone surrogate or control character: print it escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x1b", "\\x1b")
 
 
 if __name__ == "__main__":

@@ -15,12 +15,14 @@ each stack.  Exit codes: 0 all pass, 1 failures, 2 errors.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
 import os
 import re
 import shlex
+import shutil
 import statistics
 import time
 import traceback
@@ -247,11 +249,13 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
                 cases.append((len(cases), scenario, item, seed, out_dir, keep_traces))
     results = [None] * len(cases)
     journal = Journal(out_dir, fresh) if out_dir else None
-    prints = [_fingerprint(scenario, item, targets[labels.index(label)], seed)
+    prints = [_fingerprint(scenario, item, targets[labels.index(label)], seed, keep_traces)
               for (_, scenario, item, seed, _, _), (_, label, _) in zip(cases, keys)]
     todo = []
     for case, key, fingerprint in zip(cases, keys, prints):
         kept = journal.get(fingerprint) if journal else None
+        if kept is not None and kept.get("trace") and not (Path(out_dir) / kept["trace"]).is_file():
+            kept = None            # the trace it claims was removed since: run it again
         if kept is None:
             todo.append(case)
         else:                      # finished by an earlier, interrupted run of the same matrix
@@ -329,14 +333,16 @@ class Journal:
         self.fh.close()
 
 
-def _fingerprint(scenario, item: str, target, seed: int) -> str:
+def _fingerprint(scenario, item: str, target, seed: int, keep_traces: str = "failing") -> str:
+    """Everything that changes a case's outputs: scenario, stack spec, seed, ccdiff version,
+    the adapter build, and --traces (a case run with --traces none wrote no trace)."""
     from dataclasses import astuple, replace
     from . import __version__
     build = ""
     if target.kind == "native":
         info = target.recipe.build_folder(target.version) / "build-info.json"
         build = info.read_text() if info.exists() else ""
-    text = repr((astuple(replace(scenario, source="")), item, seed, __version__, build))
+    text = repr((astuple(replace(scenario, source="")), item, seed, __version__, build, keep_traces))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -392,10 +398,14 @@ def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
     `tolerance` is one too ("pass-rate-drop").  Cells only in one summary are
     ignored (a new stack or scenario is not a regression).
     """
-    if baseline.get("schema") != SCHEMA:
-        raise SetupError(f"baseline has schema {baseline.get('schema')!r}, expected {SCHEMA}")
-    before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
-    cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
+    if not isinstance(baseline, dict) or baseline.get("schema") != SCHEMA:
+        found = baseline.get("schema") if isinstance(baseline, dict) else type(baseline).__name__
+        raise SetupError(f"baseline has schema {found!r}, expected {SCHEMA}")
+    try:
+        before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
+        cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
+    except (KeyError, TypeError) as exc:
+        raise SetupError(f"baseline is not a ccdiff summary: no {exc}") from None
     out = []
     for case in summary["cases"]:
         key = (case["stack"], case["scenario"], case["seed"])
@@ -597,3 +607,54 @@ def report_failures(summary: dict, out_dir: str, stacks: list) -> list:
         build_report(doc, folder)
         written.append(folder)
     return written
+
+
+# -- outputs of an earlier run in a reused OUT ------------------------------------
+
+def earlier_outputs(out_dir: str) -> tuple[set, set]:
+    """(trace paths relative to OUT, report folder names) that an earlier run wrote, as its
+    summary.json and cases.jsonl name them: the only files a later run may remove."""
+    out = Path(out_dir)
+    docs = []
+    try:
+        summary = json.loads((out / "summary.json").read_text(errors="replace"))
+        docs += summary.get("cases", []) if isinstance(summary, dict) else []
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in (out / "cases.jsonl").read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                docs.append(json.loads(line)["case"])
+    except OSError:
+        pass
+    traces = {d["trace"] for d in docs if isinstance(d, dict) and isinstance(d.get("trace"), str)}
+    stacks = {_safe(d["stack"]) for d in docs if isinstance(d, dict) and isinstance(d.get("stack"), str)}
+    return traces, stacks
+
+
+def remove_stale_outputs(out_dir: str, earlier: tuple[set, set], summary: dict, reports_written: list) -> list:
+    """Remove what an earlier run wrote into OUT and this one no longer produces (a trace of
+    a case that passes now, the report of a stack that passes now), so that OUT, and
+    serve-reports listing it, describe this run only.  Only paths inside OUT/traces and
+    OUT/report that the earlier run's own records name are touched.  Returns them."""
+    out = Path(out_dir).resolve()
+    traces, stacks = earlier
+    current = {c["trace"] for c in summary["cases"] if c.get("trace")}
+    written = {Path(folder).resolve() for folder in reports_written}
+    removed = []
+    for rel in sorted(traces - current):
+        path = (out / rel).resolve()
+        if (out / "traces") in path.parents and path.is_file():
+            path.unlink()
+            removed.append(path)
+            for folder in path.parents:          # prune the emptied scenario/stack folders
+                if folder == out / "traces" or any(folder.iterdir()):
+                    break
+                folder.rmdir()
+    for name in sorted(stacks):
+        folder = (out / "report" / name).resolve()
+        if folder.parent == out / "report" and folder not in written and folder.is_dir():
+            shutil.rmtree(folder)
+            removed.append(folder)
+    return removed
+

@@ -39,8 +39,12 @@ def die_with_parent(sig: int = signal.SIGTERM):
 def isolated(step_timeout_s: float = 60.0):
     """Route every native stack to a local `ccdiff serve` child for the duration."""
     log = tempfile.TemporaryFile(mode="w+")
+    # Its own process group: the server forks a child per controller, and a child hung in
+    # a stack's C code ignores SIGTERM and outlived the server (two orphans per hang).  The
+    # group is SIGKILLed at the end; each child also dies with the server (serve.py).
     server = subprocess.Popen([sys.executable, "-m", "ccdiff", "serve", "--host", "127.0.0.1", "--port", "0"],
-                              stdout=subprocess.DEVNULL, stderr=log, preexec_fn=die_with_parent())
+                              stdout=subprocess.DEVNULL, stderr=log, preexec_fn=die_with_parent(),
+                              process_group=0)
     saved = dict(os.environ)
     try:
         port = _wait_for_port(server, log)
@@ -51,12 +55,9 @@ def isolated(step_timeout_s: float = 60.0):
     finally:
         os.environ.clear()
         os.environ.update(saved)
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)   # the server and every child it forked
+        server.wait()
         log.close()
 
 

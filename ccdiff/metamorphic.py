@@ -174,7 +174,7 @@ def load_any(path: str) -> Trace:
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
-            raise TraceError(path, 0, f"cannot read: {exc.strerror}") from None
+            raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
         return decode(data, name=Path(path).name)
     return load_trace(path)
 

@@ -97,6 +97,9 @@ class Connection:
         self.reader = self.sock.makefile("rb")
 
     def request(self, message: dict) -> dict:
+        token = os.environ.get("CCDIFF_SERVE_TOKEN")
+        if token:   # a server started with a token refuses requests without it (serve.py)
+            message = {**message, "token": token}
         try:
             self.sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
             line = self.reader.readline()

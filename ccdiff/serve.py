@@ -6,21 +6,64 @@ connection is served by a forked child process, so an adapter that crashes
 (a segfault in C, a panic across the FFI) takes down only its own
 connection: the client sees the connection close and reports an error, and
 the server keeps serving.
+
+Bounds (issue 22): at most MAX_CONNECTIONS children at once, reaped without
+waiting, and a client beyond that is told "busy" at once instead of blocking
+the accept loop (the standard ForkingMixIn waits for a child to exit once it
+has 40, so 40 idle connections froze the server); a connection idle for
+IDLE_TIMEOUT seconds is closed; a request line is at most MAX_REQUEST bytes
+and every value is range-checked before it reaches ctypes or struct (which
+wrapped a max_datagram_size of 2**32 + 1200 to 1200).  With a token
+(--token or CCDIFF_SERVE_TOKEN) every request must carry it.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import hmac
 import json
+import os
+import signal
 import socketserver
 import sys
 
 from . import __version__
 from .errors import SetupError
-from .clock import DEFAULT_CLOCK_BASE_US
+from .clock import DEFAULT_CLOCK_BASE_US, MAX_CLOCK_BASE_US
 from .native import ABI_VERSION, AdapterError, NativeController
 from .snapshot import Snapshot
 from .stacks import available, load_recipes, resolve
+from .trace import MAX_PACKET_BYTES, MAX_PN, MAX_PNS_PER_EVENT, MAX_TIME_US
 
-MAX_LINE = 64 << 20   # one step batch; far above BATCH events of any real trace
+# One step batch (remote.BATCH events) as JSON: an ACK of MAX_PNS_PER_EVENT packets is
+# ~30 MB, parsed at ~12 bytes of memory per byte; CCDIFF_SERVE_MAX_REQUEST_MB lowers it
+# for a small container.
+MAX_REQUEST = int(os.environ.get("CCDIFF_SERVE_MAX_REQUEST_MB", "48")) << 20
+MAX_CONNECTIONS = 512
+IDLE_TIMEOUT = float(os.environ.get("CCDIFF_SERVE_IDLE_TIMEOUT", "600"))   # seconds between requests
+MAX_BATCH = 4096            # events per step request (the client sends 2048)
+EVENT_KINDS = range(1, 5)   # enum ccd_event_kind: CCD_SENT .. CCD_PERSISTENT_CONGESTION (ccdiff_adapter.h)
+TOKEN_ENV = "CCDIFF_SERVE_TOKEN"
+
+
+class BadRequest(ValueError):
+    """A request value out of its range: refused with a message, never wrapped."""
+
+
+def _int_in(value, low: int, high: int, what: str) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise BadRequest(f"{what} must be an integer in [{low}, {high}], got {json.dumps(value)[:40]}")
+    return value
+
+
+def _packet(values, what: str) -> tuple:
+    if not isinstance(values, list) or len(values) != 4:
+        raise BadRequest(f"{what} must be [pn, sent_us, bytes, app_limited]")
+    pn, sent, size, app_limited = values
+    if app_limited not in (0, 1) or type(app_limited) not in (bool, int):
+        raise BadRequest(f"{what} app_limited must be true, false, 0 or 1")
+    return (_int_in(pn, 0, MAX_PN, f"{what} pn"), _int_in(sent, 0, MAX_TIME_US, f"{what} sent_us"),
+            _int_in(size, 1, MAX_PACKET_BYTES, f"{what} bytes"), int(app_limited))
 
 
 class Event:
@@ -30,11 +73,24 @@ class Event:
                  "app_limited", "ecn_ce", "rtt")
 
     def __init__(self, values: list):
-        (self.kind, self.t, self.bytes_in_flight, packets, spurious, self.ack_delay,
-         self.app_limited, self.ecn_ce, rtt) = values
-        self.packets = [tuple(p) for p in packets]
-        self.spurious = [tuple(p) for p in spurious]
-        self.rtt = tuple(rtt)
+        if not isinstance(values, list) or len(values) != 9:
+            raise BadRequest("an event is a list of 9 values (remote.encode_event)")
+        (kind, t, bytes_in_flight, packets, spurious, ack_delay, app_limited, ecn_ce, rtt) = values
+        self.kind = _int_in(kind, EVENT_KINDS.start, EVENT_KINDS.stop - 1, "kind")
+        self.t = _int_in(t, 0, MAX_TIME_US, "t")
+        self.bytes_in_flight = _int_in(bytes_in_flight, 0, 2**62, "bytes_in_flight")
+        for name, items in (("packets", packets), ("spurious", spurious)):
+            if not isinstance(items, list) or len(items) > MAX_PNS_PER_EVENT:
+                raise BadRequest(f"{name} must be a list of at most {MAX_PNS_PER_EVENT} packets")
+        self.packets = [_packet(p, "packet") for p in packets]
+        self.spurious = [_packet(p, "spurious packet") for p in spurious]
+        self.ack_delay = _int_in(ack_delay, 0, MAX_TIME_US, "ack_delay")
+        if not isinstance(app_limited, bool) or not isinstance(ecn_ce, bool):
+            raise BadRequest("app_limited and ecn_ce must be true or false")
+        self.app_limited, self.ecn_ce = app_limited, ecn_ce
+        if not isinstance(rtt, list) or len(rtt) != 4:
+            raise BadRequest("rtt must be [latest, smoothed, rttvar, min]")
+        self.rtt = tuple(_int_in(v, 0, MAX_TIME_US, "rtt") for v in rtt)
 
 
 def served_versions(stack: str | None) -> dict:
@@ -50,11 +106,14 @@ def served_versions(stack: str | None) -> dict:
 class Session:
     """One connection: at most one open controller."""
 
-    def __init__(self, stack: str | None):
-        self.stack = stack
+    def __init__(self, stack: str | None, token: str = ""):
+        self.stack, self.token = stack, token
         self.controller: NativeController | None = None
 
     def handle(self, request: dict) -> dict:
+        if self.token and not hmac.compare_digest(str(request.get("token", "")).encode(errors="replace"),
+                                                  self.token.encode()):
+            return {"ok": False, "error": f"this server needs a token ({TOKEN_ENV} on both sides)"}
         op = request.get("op")
         if op == "hello":
             return {"ok": True, "abi": ABI_VERSION, "ccdiff": __version__, "stack": self.stack,
@@ -81,10 +140,11 @@ class Session:
             if not library.exists():
                 raise SetupError(f"{target.recipe.name}@{target.version} is not built in this "
                                  f"container (built: {served_versions(self.stack)})")
+            size = _int_in(request.get("max_datagram_size"), 1200, MAX_PACKET_BYTES, "max_datagram_size")
+            rtt = _int_in(request.get("initial_rtt_us"), 1, 60_000_000, "initial_rtt_us")   # as a trace header
             self.close()
-            self.controller = NativeController(str(library), int(request["max_datagram_size"]),
-                                               int(request["initial_rtt_us"]), target.options_text,
-                                               request.get("clock_base_us", DEFAULT_CLOCK_BASE_US))
+            base = _int_in(request.get("clock_base_us", DEFAULT_CLOCK_BASE_US), 1, MAX_CLOCK_BASE_US, "clock_base_us")
+            self.controller = NativeController(str(library), size, rtt, target.options_text, base)
         except (SetupError, KeyError, TypeError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, "description": self.controller.description}
@@ -92,10 +152,16 @@ class Session:
     def step(self, events: list) -> dict:
         if self.controller is None:
             return {"ok": False, "error": "step before open"}
+        if not isinstance(events, list) or len(events) > MAX_BATCH:
+            return {"ok": False, "error": f"events must be a list of at most {MAX_BATCH}"}
+        try:
+            checked = [Event(values) for values in events]   # the whole batch, before any step
+        except BadRequest as exc:
+            return {"ok": False, "error": f"bad request: {exc}"}
         snapshots, error = [], None
-        for values in events:
+        for event in checked:
             try:
-                snap: Snapshot = self.controller.step(Event(values))
+                snap: Snapshot = self.controller.step(event)
             except (AdapterError, ArithmeticError, ValueError, TypeError) as exc:
                 error = str(exc)
                 break
@@ -109,35 +175,86 @@ class Session:
 
 
 class Handler(socketserver.StreamRequestHandler):
+    timeout = IDLE_TIMEOUT      # socket timeout: an idle connection ends its child
+
+    def setup(self) -> None:
+        # In the forked child: die with the server.  SIGKILL, because a child hung inside a
+        # stack's C code never runs a Python signal handler.
+        from .isolation import PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.server.pid:      # the server died before prctl took effect
+            os._exit(1)
+        super().setup()
+
     def handle(self) -> None:
-        session = Session(self.server.stack)
+        session = Session(self.server.stack, self.server.token)
         try:
             while True:
-                line = self.rfile.readline(MAX_LINE)
+                try:
+                    line = self.rfile.readline(MAX_REQUEST + 1)
+                except OSError:           # idle too long, or the client reset the connection
+                    break
                 if not line:
                     break
+                if len(line) > MAX_REQUEST:
+                    self.reply({"ok": False, "error": f"request larger than {MAX_REQUEST >> 20} MiB"})
+                    break                 # the rest of the line cannot be framed: close
                 try:
                     request = json.loads(line)
                     reply = session.handle(request) if isinstance(request, dict) else \
                         {"ok": False, "error": "expected a JSON object"}
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:
                     reply = {"ok": False, "error": f"bad request: {exc}"}
-                self.wfile.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
-                self.wfile.flush()
+                if not self.reply(reply):
+                    break
         finally:
             session.close()
 
+    def reply(self, message: dict) -> bool:
+        try:
+            self.wfile.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+            self.wfile.flush()
+            return True
+        except OSError:
+            return False
+
 
 class Server(socketserver.ForkingTCPServer):
+    """A child per connection, at most MAX_CONNECTIONS, and an accept loop that never waits
+    for one to exit."""
     allow_reuse_address = True
     daemon_threads = True
+    request_queue_size = 128
+    max_children = MAX_CONNECTIONS
 
-    def __init__(self, address, stack):
-        self.stack = stack
+    def __init__(self, address, stack, token: str = ""):
+        self.stack, self.token, self.pid = stack, token, os.getpid()
         super().__init__(address, Handler)
 
+    def process_request(self, request, client_address):
+        self.collect_children(blocking=False)
+        if self.active_children is not None and len(self.active_children) >= self.max_children:
+            with contextlib.suppress(OSError):
+                request.sendall(b'{"ok":false,"error":"server busy: too many connections"}\n')
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
 
-def serve(host: str, port: int, stack: str | None) -> int:
+    def collect_children(self, *, blocking=False):
+        # ForkingMixIn waits (blocks the accept loop) when it holds max_children: reap only
+        # the children that already exited, and let process_request refuse beyond the cap.
+        if self.active_children is None:
+            return
+        for pid in list(self.active_children):
+            try:
+                done, _ = os.waitpid(pid, 0 if blocking else os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                self.active_children.discard(pid)
+
+
+def serve(host: str, port: int, stack: str | None, token: str = "") -> int:
     recipes = load_recipes()
     if stack is not None and stack not in recipes:
         raise SetupError(f"unknown stack {stack!r}; adapter stacks: {', '.join(sorted(recipes))}")
@@ -146,11 +263,12 @@ def serve(host: str, port: int, stack: str | None) -> int:
         raise SetupError(f"no built adapter to serve{' for ' + stack if stack else ''}; "
                          "run `ccdiff build` first")
     try:
-        server = Server((host, port), stack)
+        server = Server((host, port), stack, token)
     except OSError as exc:
         raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     with server:
         offered = ", ".join(f"{s}@{v}" for s, vs in versions.items() for v in vs)
-        print(f"ccdiff serve: {offered} on {host}:{server.server_address[1]}", file=sys.stderr, flush=True)
+        print(f"ccdiff serve: {offered} on {host}:{server.server_address[1]}"
+              f"{' (token required)' if token else ''}", file=sys.stderr, flush=True)
         server.serve_forever()
     return 0

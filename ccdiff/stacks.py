@@ -124,7 +124,26 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
     if not library.exists():
         raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
                          f"ccdiff build {target.recipe.name}@{target.version}")
+    _refuse_stale(target)
     return NativeController(str(library), max_datagram_size, initial_rtt_us, target.options_text, base)
+
+
+_CURRENT_BUILDS: set = set()   # (stack, version) found current in this process: hashed once
+
+
+def _refuse_stale(target: Target) -> None:
+    """A library built from adapter sources that changed since would answer for code that
+    is no longer in the repository: every command refuses it (conform did already), and
+    --build rebuilds it."""
+    key = (target.recipe.name, target.version)
+    if key in _CURRENT_BUILDS or target.version not in target.recipe.versions:
+        return                       # a local checkout (build --source) has no pinned digest
+    from .build import is_stale
+    if is_stale(target.recipe, target.version):
+        raise SetupError(f"{target.recipe.name}@{target.version} was built from an older adapter "
+                         f"(implementations/{target.recipe.name}/ changed since); run: "
+                         f"ccdiff build {target.recipe.name}@{target.version}")
+    _CURRENT_BUILDS.add(key)
 
 
 def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):

@@ -27,6 +27,13 @@ MAX_PACKET_BYTES = 65_527         # RFC 9000 §18.2: max_udp_payload_size upper 
 MAX_TIME_US = 2**53               # well inside int64 and exact in a double
 MAX_PN = 2**62 - 1                # RFC 9000 §17.1
 MAX_ACK_DELAY_LIMIT_US = 16_383_000  # RFC 9000 §18.2: max_ack_delay values of 2^14 ms or more are invalid
+# Caps checked before anything is expanded, so memory stays bounded by the work: one ACK
+# or loss names at most MAX_PNS_PER_EVENT packets in total (each range alone was capped,
+# the sum was not: 20 ranges of 1M packets took 1.59 GB before their error), and a line
+# is read at most MAX_LINE_CHARS at a time (a file without newlines, /dev/zero, is refused
+# at its first line instead of being read whole).
+MAX_PNS_PER_EVENT = 1_000_000
+MAX_LINE_CHARS = 8 << 20           # 1M packet numbers written one by one fit
 
 
 class TraceError(Exception):
@@ -120,6 +127,7 @@ def _pns(obj: dict, fail) -> tuple:
     items = obj["pns"]
     if not isinstance(items, list) or not items:
         fail('"pns" must be a non-empty list of packet numbers or [lo, hi] ranges')
+    _check_pns_total(items, fail)
     out = []
     for item in items:
         if isinstance(item, int) and not isinstance(item, bool) and 0 <= item <= MAX_PN:
@@ -138,6 +146,19 @@ def _pns(obj: dict, fail) -> tuple:
     if len(pns) != len(out):
         fail('"pns" names a packet number twice')
     return pns
+
+
+def _check_pns_total(items: list, fail) -> None:
+    """Refuse an event naming more than MAX_PNS_PER_EVENT packets before expanding its ranges."""
+    total = 0
+    for item in items:
+        if (isinstance(item, list) and len(item) == 2 and all(type(x) is int for x in item)
+                and item[0] <= item[1]):
+            total += item[1] - item[0] + 1
+        else:
+            total += 1   # a packet number, or an item the loop below rejects by name
+        if total > MAX_PNS_PER_EVENT:
+            fail(f'"pns" names more than {MAX_PNS_PER_EVENT} packets in one event')
 
 
 class _Causality:
@@ -302,6 +323,10 @@ def _parse_header(obj, fail) -> Header:
         if key in obj:
             if not isinstance(obj[key], str):
                 fail(f'"{key}" must be a string')
+            try:   # a lone surrogate ("\udcff") parses as JSON but no report can write it
+                obj[key].encode("utf-8")
+            except UnicodeEncodeError as exc:
+                fail(f'"{key}" holds a lone surrogate at character {exc.start}: not Unicode text')
             setattr(header, key, obj[key])
     return header
 
@@ -393,7 +418,7 @@ def load_trace(path: str) -> Trace:
         raise TraceError(path.replace("\0", "\\0"), None, "cannot read: the path contains a NUL byte")
     try:
         with open(path, encoding="utf-8") as fh:
-            return parse_lines(fh, path)
+            return parse_lines(_bounded_lines(fh, path), path)
     except OSError as exc:
         raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -411,6 +436,19 @@ def _first_non_utf8(path: str) -> tuple:
             except UnicodeDecodeError as exc:
                 return number, exc.start + 1
     return None, 0
+
+
+def _bounded_lines(fh, source: str):
+    """The file's lines, each read with a length cap (bounded memory on any input)."""
+    lineno = 0
+    while True:
+        line = fh.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > MAX_LINE_CHARS:
+            raise TraceError(source, lineno, f"line longer than {MAX_LINE_CHARS} characters")
+        yield line
 
 
 def _ranges(pns: tuple) -> list:

@@ -96,3 +96,35 @@ print(sorted(triage.stored))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "['native-crash--signal-11']"
+
+
+def processes_of(home) -> list:
+    """PIDs of live processes started for this home (their environment names it)."""
+    marker = f"CCDIFF_HOME={home}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_hang_under_isolate_leaves_no_process_behind(home):
+    import signal
+    import time
+    assert processes_of(home) == []
+    proc, found, _ = findings(home, "--isolate", "--timeout", "2", "--stack", "faulty:fault=hang")
+    assert ("faulty:fault=hang", "adapter-error") in found
+    deadline = time.monotonic() + 10          # SIGKILL is asynchronous: let the kernel reap
+    while processes_of(home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = processes_of(home)
+    for pid in left:                          # ours (by environment): do not leak them into the suite
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "ccdiff serve processes outlived replay --isolate"

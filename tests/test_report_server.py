@@ -78,3 +78,63 @@ def test_missing_folder_is_exit_2(tmp_path):
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "not a folder" in result.stderr and "Traceback" not in result.stderr
+
+
+def raw_request(base: str, request: bytes) -> bytes:
+    """Send bytes as they are (urllib would quote or refuse them) and read the whole answer."""
+    import socket
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def headers_of(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return dict(response.headers)
+
+
+def test_symlinks_out_of_the_folder_are_not_followed(served, tmp_path):
+    (tmp_path / "rootlink").symlink_to("/")
+    (tmp_path / "reports/passwd").symlink_to("/etc/passwd")
+    (tmp_path / "reports/inside").symlink_to(tmp_path / "reports/html")   # a link that stays inside
+    assert get(served + "/rootlink/")[0] == 404
+    assert get(served + "/rootlink/etc/passwd")[0] == 404
+    assert get(served + "/reports/passwd")[0] == 404
+    assert get(served + "/reports/inside/index.html") == (200, "<h1>report reports/html</h1>")
+    status, listing = get(served + "/reports/")
+    assert status == 200
+    assert [line for line in listing.splitlines() if line.startswith("<li>")] == [
+        '<li><a href="conform/">conform/</a></li>', '<li><a href="html/">html/</a></li>',
+        '<li><a href="inside/">inside/</a></li>']
+
+
+def test_listings_hide_dotfiles(served, tmp_path):
+    (tmp_path / "findings/quiche@0.26.0/.secret").write_text("x")
+    status, listing = get(served + "/findings/quiche%400.26.0/")
+    assert status == 200
+    assert [line for line in listing.splitlines() if line.startswith("<li>")] == [
+        '<li><a href="report/">report/</a></li>']
+
+
+@pytest.mark.parametrize("path", ["/", "/reports/html/", "/reports/", "/nope"])
+def test_every_answer_carries_the_security_headers(served, path):
+    try:
+        headers = headers_of(served + path)
+    except urllib.error.HTTPError as exc:
+        headers = dict(exc.headers)
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["X-Frame-Options"] == "DENY"
+    assert headers["Content-Security-Policy"].startswith("default-src 'none';")
+    assert "script-src" not in headers["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize("request_line", [b"GET /%00 HTTP/1.0", b"GET /a%00b/ HTTP/1.0", b"GET /%ff%fe HTTP/1.0",
+                                          b"GET /%0a HTTP/1.0", b"HEAD /%00 HTTP/1.0", b"GET x HTTP/1.0"])
+def test_malformed_requests_get_400_and_no_traceback(served, capfd, request_line):
+    answer = raw_request(served, request_line + b"\r\n\r\n")
+    assert answer.split(b"\r\n", 1)[0] == b"HTTP/1.0 400 Bad Request"
+    assert "Traceback" not in capfd.readouterr().err

@@ -47,6 +47,11 @@ MALFORMED = [
      "must directly follow"),
     ("negative ack delay", HEADER + "\n" + SENT + '\n{"t": 9, "ev": "ack", "pns": [0], "ack_delay": -1}', 3,
      '"ack_delay" must be between'),
+    ("lone surrogate in name", '{"ccdiff_trace": 1, "name": "a\\udcffb"}', 1,
+     '"name" holds a lone surrogate at character 1'),
+    ("lone surrogate in comment", '{"ccdiff_trace": 1, "comment": "\\ud800"}', 1, '"comment" holds a lone surrogate'),
+    ("over a million packets in one ack", HEADER + '\n{"t": 9, "ev": "ack", "pns": [[0, 999999], 1000000]}', 2,
+     '"pns" names more than 1000000 packets in one event'),
 ]
 
 

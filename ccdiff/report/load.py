@@ -9,11 +9,11 @@ silently different report.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SetupError
+from ..output import read_json_input
 from ..ledger import Ledger
 from ..replay import REFERENCE, replay
 from ..stacks import load_recipes, resolve
@@ -34,12 +34,7 @@ class TraceRun:
 
 
 def read_document(path: str) -> dict:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise SetupError(f"{path}: cannot read: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SetupError(f"{path}: not a JSON findings document ({exc})") from None
+    doc = read_json_input(path, "findings document")
     if not isinstance(doc, dict) or not isinstance(doc.get("findings"), list) or \
             not ("trace" in doc or "traces" in doc):
         raise SetupError(f"{path}: not a findings document (expected the JSON written by "

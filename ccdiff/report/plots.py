@@ -18,6 +18,10 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 from ..snapshot import PHASES  # noqa: E402
 
+# Titles and legends carry user-chosen names (trace paths, stack labels): a `$...$` in one
+# is text, not mathtext (which raised on `$\\x$` and stopped the report).
+plt.rcParams["text.parse_math"] = False
+
 STACK_STYLE = dict(color="#b2182b", linestyle="-", linewidth=1.6)
 ORACLE_STYLE = dict(color="#2166ac", linestyle="--", linewidth=1.4)
 PNG_METADATA = {"Software": None}   # no version/date stamp: deterministic bytes

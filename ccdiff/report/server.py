@@ -10,6 +10,7 @@ corpora under FINDINGS/<stack>/.work) are neither listed nor served.
 from __future__ import annotations
 
 import html
+import io
 import os
 import sys
 from functools import partial
@@ -44,13 +45,24 @@ def index_page(root: Path) -> bytes:
             f"</head>\n<body><h1>ccdiff reports</h1>\n{body}\n</body></html>\n").encode()
 
 
+# Reports are static pages with an inline stylesheet and PNG plots, no script: anything
+# else a page might try (a script in a trace name that escaped escaping, framing) is refused.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
 class ReportHandler(SimpleHTTPRequestHandler):
     server_version = "ccdiff-reports"
 
     def do_GET(self):
-        if self._hidden():
-            self.send_error(HTTPStatus.NOT_FOUND)
-        elif urlsplit(self.path).path == "/":
+        if self._refused():
+            return
+        if urlsplit(self.path).path == "/":
             page = index_page(Path(self.directory))
             self.send_response(HTTPStatus.OK)
             self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -61,13 +73,59 @@ class ReportHandler(SimpleHTTPRequestHandler):
             super().do_GET()
 
     def do_HEAD(self):
-        if self._hidden():
-            self.send_error(HTTPStatus.NOT_FOUND)
-        else:
+        if not self._refused():
             super().do_HEAD()
 
-    def _hidden(self) -> bool:
-        return any(part.startswith(".") for part in unquote(urlsplit(self.path).path).split("/"))
+    def end_headers(self):
+        for name, value in SECURITY_HEADERS.items():
+            self.send_header(name, value)
+        super().end_headers()
+
+    def _refused(self) -> bool:
+        """Answer 400 or 404 here, or return False to serve the request."""
+        try:
+            path = unquote(urlsplit(self.path).path, errors="strict")
+        except (UnicodeDecodeError, ValueError):
+            self.send_error(HTTPStatus.BAD_REQUEST, explain="the path is not UTF-8")
+            return True
+        if not path.startswith("/") or any(ord(c) < 32 or ord(c) == 127 for c in path):
+            self.send_error(HTTPStatus.BAD_REQUEST, explain="malformed path")
+            return True
+        if any(part.startswith(".") for part in path.split("/")) or not self._inside(path):
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return True
+        return False
+
+    def _inside(self, path: str) -> bool:
+        """The file the path names, symlinks resolved, is inside the served folder: a link
+        to / (or anywhere else outside) is answered as if it did not exist."""
+        root = os.path.realpath(self.directory)
+        target = os.path.realpath(self.translate_path(path))
+        return target == root or target.startswith(root + os.sep)
+
+    def list_directory(self, path):
+        """The standard listing without hidden names or links that lead outside."""
+        try:
+            names = sorted(os.listdir(path), key=str.lower)
+        except OSError:
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return None
+        root = os.path.realpath(self.directory)
+        shown = []
+        for name in names:
+            full = os.path.realpath(os.path.join(path, name))
+            if name.startswith(".") or not (full == root or full.startswith(root + os.sep)):
+                continue
+            label = name + "/" if os.path.isdir(full) else name
+            shown.append(f'<li><a href="{quote(label)}">{html.escape(label)}</a></li>')
+        title = html.escape(unquote(urlsplit(self.path).path))
+        page = (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title></head>\n"
+                f"<body><h1>{title}</h1>\n<ul>\n" + "\n".join(shown) + "\n</ul>\n</body></html>\n").encode()
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        return io.BytesIO(page)
 
 
 def serve_reports(folder: str, host: str, port: int) -> int:
