@@ -49,7 +49,7 @@ def read_json_input(path, what: str, limit: int = 64 << 20):
         with open(path, "rb") as file:
             data = file.read(limit + 1)
     except OSError as exc:
-        raise SetupError(f"{path}: cannot read: {exc.strerror} (the {what})") from None
+        raise SetupError(f"{path}: cannot read: {exc.strerror}") from None
     if len(data) > limit:
         raise SetupError(f"{path}: {what} larger than {limit >> 20} MiB")
     try:
