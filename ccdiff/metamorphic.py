@@ -98,16 +98,18 @@ def split_pns(pns: tuple) -> tuple:
 
 
 def split_ack(ack: Ack) -> tuple:
-    """One ACK as two ACK frames of one datagram, processed in sequence at the same time.
+    """One ACK as two ACK frames processed in sequence at the same time.
 
-    The lower packets come first, as when two ACKs sent one after the other arrive
-    together.  The second frame carries the original's largest acknowledged, so the last
-    RTT sample is the original's (RFC 9002 §5.1), and the ECN-CE mark: a CE-triggered
-    recovery period starts at the largest acknowledged's send time (RFC 9002 §7.1, §7.3.2)
-    either way.  Both frames keep the ack_delay, which the peer reports per frame.
+    The frame with the largest acknowledged comes first, as when two ACK packets of one
+    receive batch arrive reordered: a loss or persistent congestion that the original
+    ACK revealed is revealed by that frame, with the original's RTT sample (RFC 9002
+    §5.1, Appendix A.7: the sample is taken before loss detection runs), so the trace's
+    loss declarations stay reachable.  The first frame carries the ECN-CE mark, so a
+    CE-triggered recovery period starts at the same send time (RFC 9002 §7.1, §7.3.2).
+    Both frames keep the ack_delay, which the peer reports per frame.
     """
     low, high = split_pns(ack.pns)
-    return ack._replace(pns=low, ecn_ce=False), ack._replace(pns=high)
+    return ack._replace(pns=high), ack._replace(pns=low, ecn_ce=False)
 
 
 def split_acks_at(trace: Trace, indices) -> Trace:
@@ -115,7 +117,8 @@ def split_acks_at(trace: Trace, indices) -> Trace:
     events = []
     for i, ev in enumerate(trace.events):
         events.extend(split_ack(ev) if i in chosen else (ev,))
-    return _rebuilt(trace, events, "split ACK " + ",".join(map(str, sorted(chosen))))
+    where = f"ACK event {min(chosen)}" if len(chosen) == 1 else f"{len(chosen)} ACKs"
+    return _rebuilt(trace, events, f"split {where}")
 
 
 def _split_all(trace: Trace) -> Trace:

@@ -76,10 +76,11 @@ def test_split_pns_cuts_before_the_highest_range_or_in_the_middle():
 def test_a_split_ack_covers_the_same_packets_at_the_same_instant():
     ack = Ack(t=500, pns=(1, 2, 3, 7, 8), ack_delay=25, ecn_ce=True)
     first, second = split_ack(ack)
-    assert first.pns + second.pns == ack.pns and first.pns and second.pns
+    assert second.pns + first.pns == ack.pns and first.pns and second.pns
+    assert first.pns[-1] == 8, "the first frame carries the largest acknowledged and its RTT sample"
     assert first.t == second.t == 500 and first.ack_delay == second.ack_delay == 25
     # The CE mark travels with the largest acknowledged (RFC 9002 §7.1 starts recovery at its send time).
-    assert (first.ecn_ce, second.ecn_ce) == (False, True)
+    assert (first.ecn_ce, second.ecn_ce) == (True, False)
 
 
 def test_splitting_every_ack_of_a_trace_keeps_the_packets_each_instant_acknowledges():
