@@ -187,3 +187,17 @@ def test_check_harness_runs_only_the_families_asked_for(tmp_path):
                            "shift,bogus", DEATH_SPIRAL], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().endswith("expected a comma-separated list of shift, pn, split")
+
+
+def test_a_transform_that_leaves_the_valid_traces_is_a_row_not_an_error():
+    """A trace near the format's time limit cannot be shifted by 3 weeks: the row says why
+    (no verdict to compare), the other relations still run; on main, a split whose extra
+    RTT samples break a persistent congestion's RFC 9002 §7.6.2 duration takes this path."""
+    late = 2**53 - 10 * 86_400_000_000
+    trace = parse_trace_text('{"ccdiff_trace": 1}\n'
+                             f'{{"t": {late}, "ev": "sent", "pn": 0, "bytes": 1200}}\n'
+                             f'{{"t": {late + 9000}, "ev": "ack", "pns": [0]}}\n')
+    rows = {r.relation: r for r in check_trace(trace, "oracle")}
+    assert rows["shift+3w"].after is None and not rows["shift+3w"].changed
+    assert "between 0 and" in rows["shift+3w"].skipped
+    assert rows["shift+1d"].after == rows["shift+1d"].before == () and rows["shift+1d"].skipped == ""
