@@ -69,11 +69,13 @@ def cmd_check_harness(args) -> int:
     _print_rows(rows, args.changes_only)
     changed = [row for row in rows if row.changed]
     traces = len({row.trace for row in rows})
-    print(f"{traces} traces, {len(rows)} relation checks on {args.stack}: {len(changed)} verdict changes")
+    skipped = [row for row in rows if row.after is None]
+    print(f"{traces} traces, {len(rows)} relation checks on {args.stack}: {len(changed)} verdict changes"
+          + (f", {len(skipped)} not applicable (the transformed trace is invalid)" if skipped else ""))
     if args.json:
         write_json(args.json, {"stack": args.stack, "rows": [
             {"trace": r.trace, "relation": r.relation, "before": describe(r.before),
-             "after": describe(r.after), "changed": r.changed} for r in rows]})
+             "after": describe(r.after), "changed": r.changed, "skipped": r.skipped} for r in rows]})
     return EXIT_CHANGED if changed else EXIT_OK
 
 
@@ -94,7 +96,11 @@ def _print_rows(rows: list, changes_only: bool) -> None:
     for column in ("trace", "relation", "verdict before", "verdict after", ""):
         table.add_column(column, overflow="fold")
     for row in rows:
-        if changes_only and not row.changed:
+        if changes_only and not row.changed and row.after is not None:
+            continue
+        if row.after is None:
+            table.add_row(row.trace, row.relation, describe(row.before), f"invalid: {row.skipped}",
+                          "[yellow]n/a[/]")
             continue
         mark = "[bold red]CHANGED[/]" if row.changed else "[green]same[/]"
         table.add_row(row.trace, row.relation, describe(row.before),
