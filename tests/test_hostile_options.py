@@ -41,7 +41,7 @@ INPUTS = {("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("vali
 OUTPUTS = {("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings")}
 NOT_PATHS = {("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
-             ("serve", "host"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
+             ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants")}
 ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
 ZERO_IS_ERROR = {"seeds"}           # `conform --seeds 0` ran nothing and passed
