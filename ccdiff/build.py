@@ -7,6 +7,8 @@ instead; it lands in build/<stack>/local-<hash>/ and is never modified.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -135,9 +137,25 @@ def _local_version(source: Path) -> str:
     return "local-" + hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:10]
 
 
+@contextlib.contextmanager
+def _build_lock(out: Path):
+    """One build of a folder at a time, across processes: two `build --force` of one stack
+    unpacked into the same src/ and wrote the same library at once.  The second waits,
+    then finds the first's build current (or rebuilds it, with --force)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build_target(recipe: StackRecipe, version: str, source: Path | None = None,
                  sanitize: bool = False, force: bool = False) -> Path:
     """Build one version (or a local checkout); returns the library path."""
+    with _build_lock(recipe.build_folder(version)):
+        return _build_target(recipe, version, source, sanitize, force)
+
+
+def _build_target(recipe: StackRecipe, version: str, source: Path | None, sanitize: bool, force: bool) -> Path:
     out = recipe.build_folder(version)
     library = recipe.library(version)
     info_path = out / "build-info.json"

@@ -589,7 +589,8 @@ def _add_scenarios(sub) -> None:
 # wrapped or overflowing value deep inside (a port of 70000, a timeout of inf), or a campaign
 # that cannot end (--seeds 10**18).  A numeric option not listed must be finite and >= 0.
 NUMERIC_BOUNDS = {
-    "seeds": (1, 100_000),
+    ("conform", "seeds"): (1, 100_000),     # by (subcommand, dest) first, then by dest
+    "seeds": (0, 100_000),
     "first_seed": (0, 2**32 - 1),
     "seed": (0, 2**32 - 1),
     "jobs": (0, 1024),
@@ -597,6 +598,10 @@ NUMERIC_BOUNDS = {
     "timeout": (0, 7 * 86400),
     "tolerance": (0, 1),
 }
+
+
+def numeric_bounds(command: str, dest: str) -> tuple:
+    return NUMERIC_BOUNDS.get((command, dest), NUMERIC_BOUNDS.get(dest, (0, math.inf)))
 
 
 def check_numbers(parser: argparse.ArgumentParser, args) -> None:
@@ -607,7 +612,9 @@ def check_numbers(parser: argparse.ArgumentParser, args) -> None:
         value = getattr(args, action.dest, None)
         if action.type not in (int, float) or not isinstance(value, (int, float)):
             continue
-        low, high = NUMERIC_BOUNDS.get(action.dest, (0, math.inf))
+        if value == action.default:
+            continue          # a default is not the user's mistake (tests check defaults are in range)
+        low, high = numeric_bounds(args.command, action.dest)
         if not math.isfinite(value) or not low <= value <= high:
             name = action.option_strings[-1] if action.option_strings else action.dest
             limit = f"at least {low}" if high == math.inf else f"between {low} and {high}"

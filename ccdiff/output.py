@@ -55,7 +55,7 @@ def read_json_input(path, what: str, limit: int = 64 << 20):
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise SetupError(f"{path}: {what} is not JSON ({exc})") from None
+        raise SetupError(f"{path}: not a JSON {what} ({exc})") from None
 
 
 def write_json(path, document) -> None:

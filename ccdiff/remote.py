@@ -67,8 +67,13 @@ def _seconds(name: str, default: float) -> float:
         raise SetupError(f"{name}: expected seconds, e.g. {default:g}") from None
 
 
-def _timeout() -> float:
-    return _seconds("CCDIFF_REMOTE_TIMEOUT", DEFAULT_TIMEOUT)
+def _timeout() -> float | None:
+    """Seconds to wait for a reply; 0 means no limit (as conform --timeout 0).  A socket
+    timeout of 0 would make every read fail at once and look like a crash."""
+    seconds = _seconds("CCDIFF_REMOTE_TIMEOUT", DEFAULT_TIMEOUT)
+    if not 0 <= seconds < float("inf"):
+        raise SetupError(f"CCDIFF_REMOTE_TIMEOUT={seconds:g}: expected seconds >= 0 (0: no limit)")
+    return seconds or None
 
 
 def encode_event(ev) -> list:

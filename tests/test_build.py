@@ -56,3 +56,29 @@ def test_an_adapter_edit_makes_the_build_stale_and_ensure_built_rebuilds_it(tmp_
     assert (out / "times-built").read_text() == "built\n"
     (tmp_path / "implementations" / "include" / "ccdiff_adapter.h").write_text("/* ABI v2 */\n")
     assert is_stale(recipe, "1.0")                          # the ABI header counts too
+
+
+EXCLUSIVE_BUILD_SH = """#!/bin/sh
+# Fails if another build of this folder is running: the marker is created atomically.
+mkdir "$2/building" || { echo "another build is running in $2"; exit 1; }
+sleep 1
+cc -shared -fPIC -o "$2/libccdiff_adapter.so" "$(dirname "$0")/adapter.c"
+rmdir "$2/building"
+echo built >> "$2/times-built"
+"""
+
+
+def test_two_concurrent_forced_builds_of_one_stack_take_turns(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    stack, out = _home(tmp_path, monkeypatch)
+    (stack / "build.sh").write_text(EXCLUSIVE_BUILD_SH)
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    builds = [subprocess.Popen([sys.executable, "-m", "ccdiff", "build", "tiny", "--force"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [b.communicate(timeout=120)[0] for b in builds]
+    assert [b.returncode for b in builds] == [0, 0], outputs
+    assert (out / "times-built").read_text() == "built\nbuilt\n"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ccdiff.cli import EXIT_ERROR, build_parser, main
+from ccdiff.cli import EXIT_ERROR, build_parser, main, numeric_bounds
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = str(ROOT / "examples" / "death-spiral.jsonl")
@@ -35,16 +35,16 @@ SERVER_SECONDS = 2    # a server that started serves until then
 # Path options, by (subcommand, dest).  Every option that takes a value and is not a
 # number or a choice must be listed in one of the three tables: a new path option then
 # fails test_every_value_option_is_classified until someone says what it is.
-INPUTS = {("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
+INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
           ("build", "source"), ("decode", "input"), ("serve-reports", "folder"), ("conform", "baseline"),
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds")}
-OUTPUTS = {("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
+OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings")}
-NOT_PATHS = {("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
-             ("serve", "host"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
+NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
+             ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants")}
 ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
-ZERO_IS_ERROR = {"seeds"}           # `conform --seeds 0` ran nothing and passed
+ZERO_IS_ERROR = {("conform", "seeds")}   # `conform --seeds 0` ran nothing and passed
 
 TEXT_VALUES = ["", "..", "\udcff", "$\\frac{a$", "x" * 5000, "-"]
 NUMBER_ERRORS = ["-1", "nan", "inf", "-inf", "1e400", "99999999999999999999999"]
@@ -110,7 +110,7 @@ class Scratch:
 
 def base_args(command: str, scratch: Scratch, out: Path) -> dict:
     """A cheap valid invocation of each subcommand, as {dest or positional: argv items}."""
-    return {
+    bases = {
         "replay": {"trace": [TRACE], "stack": ["--stack", "oracle"]},
         "matrix": {"traces": [TRACE], "stack": ["--stack", "oracle"]},
         "report": {"input": [str(scratch.findings)], "out": ["--out", str(out / "rep")]},
@@ -127,7 +127,10 @@ def base_args(command: str, scratch: Scratch, out: Path) -> dict:
         "scenarios": {},
         "fuzz": {"stack": ["--stack", "nosuch-stack"], "engine": ["--engine", "hypothesis"],
                  "time": ["--time", "1s"], "findings": ["--findings", str(out / "findings")]},
-    }[command]
+        "check-harness": {"stack": ["--stack", "oracle"], "traces": [TRACE], "relations": ["--relations", "pn"]},
+    }
+    assert command in bases, f"add a cheap valid invocation of `ccdiff {command}` to base_args"
+    return bases[command]
 
 
 def argv_for(command: str, action, value, base: dict) -> list:
@@ -156,7 +159,7 @@ def cases(parser, scratch: Scratch):
             if action.type in (int, float):
                 for value in NUMBER_ERRORS:
                     yield command, action, value, True
-                yield command, action, "0", action.dest in ZERO_IS_ERROR
+                yield command, action, "0", (command, action.dest) in ZERO_IS_ERROR
                 continue
             if action.choices:
                 yield command, action, "nosuch-choice", True
@@ -231,6 +234,16 @@ def run_case(argv: list, cwd: Path, seconds: int = CASE_SECONDS):
 def worktree_state() -> str:
     return subprocess.run(["git", "status", "--porcelain", "--ignored=no"], cwd=ROOT, capture_output=True,
                           text=True, check=True).stdout
+
+
+def test_every_numeric_default_is_within_its_bounds():
+    """A bound that refuses its own default breaks the command for everyone (check-harness
+    --seeds defaults to 0, conform --seeds must be at least 1)."""
+    for command, sub in subcommands(build_parser()).items():
+        for action in value_actions(sub):
+            if action.type in (int, float) and action.default is not None:
+                low, high = numeric_bounds(command, action.dest)
+                assert low <= action.default <= high, (command, action.dest, action.default)
 
 
 def test_every_value_option_is_classified():

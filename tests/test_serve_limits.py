@@ -138,3 +138,13 @@ def test_a_client_with_the_token_replays_remotely():
                                f"{STACK}@{VERSION}"], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 2 and "needs a token" in done.stderr, done.stderr[-2000:]
+
+
+def test_isolate_with_timeout_0_means_no_limit():
+    """conform --timeout 0 is no limit; replay --isolate --timeout 0 was a socket timeout of
+    0 s, so every reply looked like a crash."""
+    ensure_built(f"{STACK}@{VERSION}")
+    done = subprocess.run([sys.executable, "-m", "ccdiff", "replay", "examples/death-spiral.jsonl", "--isolate",
+                           "--timeout", "0", "--stack", f"{STACK}@{VERSION}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ccdiff.build import ensure_built
+from ccdiff.paths import build_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = "quiche@0.30.0"
@@ -23,7 +24,7 @@ MESSAGE = ("error: quiche@0.30.0 was built from an older adapter (implementation
 def stale_build_dir(tmp_path_factory):
     """A copy of the real build whose recorded adapter digest is not the present one."""
     ensure_built(SPEC)
-    real = ROOT / "build" / "quiche" / "0.30.0"
+    real = build_dir() / "quiche" / "0.30.0"
     copy = tmp_path_factory.mktemp("build") / "quiche" / "0.30.0"
     copy.mkdir(parents=True)
     shutil.copy2(real / "libccdiff_adapter.so", copy)
