@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+from .snapshot import CONGESTION_AVOIDANCE, RECOVERY, SLOW_START
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,25 @@ def _rolled_back(before, after, reduced_from) -> bool:
     return moved_back or (now_start != start and after.cwnd == reduced_from)
 
 
+def in_slow_start(snap) -> bool:
+    """The phase the stack says it is in, not `cwnd < ssthresh` alone: a stack that rounds
+    (picoquic leaves cwnd 11,759 against ssthresh 11,760 in congestion avoidance) or runs a
+    slow-start variant knows its phase better than the comparison does.  A stack leaving
+    recovery enters congestion avoidance (RFC 9002 §7.3.2: "A recovery period ends and the
+    sender enters congestion avoidance when a packet sent during the recovery period is
+    acknowledged.").  Only where the stack reports no usable phase (unknown, app-limited)
+    does the comparison decide."""
+    if snap.phase == SLOW_START:
+        return True
+    if snap.phase == CONGESTION_AVOIDANCE:
+        return False
+    if snap.ssthresh is None:
+        return True          # no reduction yet: RFC 9002 §7.3.1, ssthresh starts infinite
+    if snap.phase == RECOVERY:
+        return False
+    return snap.cwnd < snap.ssthresh
+
+
 def _bad_number(value, lo: float) -> bool:
     return value is not None and (not math.isfinite(value) or value < lo or value > HUGE)
 
@@ -357,10 +377,10 @@ class Checker:
         elif grew > 0 and truth.ack_app_limited and not truth.ambiguous:
             flag("growth-while-app-limited", index, t,
                  f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent while app-limited")
-        in_slow_start = before.ssthresh is None or before.cwnd < before.ssthresh
-        if in_slow_start and grew > acked:
+        slow_start = in_slow_start(before)
+        if slow_start and grew > acked:
             flag("ss-growth-bound", index, t, f"slow start grew cwnd by {grew} for {acked} bytes acknowledged")
-        if not in_slow_start and grew > acked / 2 + self.mds:
+        if not slow_start and grew > acked / 2 + self.mds:
             flag("ca-growth-bound", index, t,
                  f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
                  f"(at most {acked // 2} + {self.mds})")
@@ -403,7 +423,7 @@ class Checker:
 
     def watch_idle(self, ev, before, truth) -> None:
         srtt = ev.rtt[1]
-        in_avoidance = before.ssthresh is not None and before.cwnd >= before.ssthresh
+        in_avoidance = not in_slow_start(before)
         recent = self.recent_acks
         pre_acked = sum(a[3] for a in recent)
         if truth.idle_gap < max(srtt, 1) or not in_avoidance or pre_acked < before.cwnd / 2:

@@ -263,3 +263,36 @@ def test_truth_without_ecn_ignores_ce_marks():
         without.update(ev)
     assert with_ecn.signal and with_ecn.recovery_start == ev.t
     assert not without.signal and without.recovery_start is None
+
+
+def test_phase_comes_from_the_stack_not_cwnd_below_ssthresh():
+    """picoquic's rounding leaves cwnd 1 byte below ssthresh (11,759 vs 11,760) in congestion
+    avoidance: the stack's phase field says congestion avoidance, so a burst of growth on one
+    ACK breaks the congestion-avoidance bound (a MUST), not the waivable slow-start one."""
+    flow = flow_after_one_loss()
+    for _ in range(4):
+        flow.round_trip(25, RTT)
+    last_ack = len(flow.events) - 1
+
+    def rounding(i, ev, before, snap):
+        if snap.ssthresh is None or snap.phase != "congestion_avoidance":
+            return None
+        cwnd = before.cwnd + 20 * ev.acked_bytes if i == last_ack else snap.cwnd
+        return snap._replace(cwnd=cwnd, ssthresh=cwnd + 1)
+    found = check(flow, rounding)
+    assert "ca-growth-bound" in found
+    assert "ss-growth-bound" not in found
+
+
+def test_reported_slow_start_is_judged_as_slow_start():
+    """A stack that reports slow start (after persistent congestion) is judged by RFC 9002
+    §7.3.1 even when its cwnd is not below its ssthresh."""
+    flow = lossy_flow()
+    flight = flow.send(4)
+    flow.wait(RTT)
+    flow.ack(flight)                     # one ACK for 4 datagrams: slow start adds 4,800
+
+    def equal_thresholds(i, ev, before, snap):
+        if snap.phase == "slow_start" and snap.ssthresh is not None:
+            return snap._replace(ssthresh=snap.cwnd)
+    assert check(flow, equal_thresholds) == set()
