@@ -114,6 +114,25 @@ CATALOG = {inv.id: inv for inv in [
 ]}
 
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
+NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
+
+
+def near_floor_limit(floor: int, mds: int, bdp_bytes: int | None) -> int:
+    """The largest window stuck-at-minimum still calls "at the minimum".
+
+    From the floor (RFC 9002 §7.2, 2 datagrams) a window that works grows by at least
+    one datagram within a few round trips: slow start doubles it (RFC 9002 §7.3.1),
+    the Reno-friendly estimate adds α_cubic ≈ 0.53 datagram per round trip (RFC 9438
+    §4.3).  A window frozen less than two datagrams above the floor (2.7 datagrams after
+    the same idle bug that pins another stack at exactly 2) is the same failure.  When
+    the path's bandwidth-delay product is itself below that limit (closed loop knows
+    it), a small window is the path's operating point -- the flat part of W_cubic
+    around W_max (RFC 9438 §4.4, §4.5) -- and only a window exactly at the floor counts.
+    """
+    near = floor + NEAR_FLOOR_DATAGRAMS * mds
+    if bdp_bytes is not None and bdp_bytes < near:
+        return floor
+    return near
 HUGE = 2**53
 
 
@@ -238,7 +257,8 @@ class Checker:
     """All invariants for one stack's run.  Call check() after every event."""
 
     def __init__(self, stack: str, max_datagram_size: int, family: str = "cubic",
-                 min_window_datagrams: int = 2, loss_applied_with_ack: bool = False):
+                 min_window_datagrams: int = 2, loss_applied_with_ack: bool = False,
+                 bdp_bytes: int | None = None):
         self.stack = stack
         self.mds = max_datagram_size
         self.min_window = 2 * max_datagram_size                  # RFC 9002 §7.2
@@ -247,6 +267,8 @@ class Checker:
         self.time_based = family == "cubic"   # idle-inflation concerns W_cubic(t) only
         self.findings: dict[str, Finding] = {}
         self.post_signal_acked = 0
+        self.stuck_cwnd = None       # the window when the stuck-at-minimum count began
+        self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
         self.idle_watch = None
         self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
@@ -296,6 +318,7 @@ class Checker:
             group = None
         if truth.signal:
             self.post_signal_acked = 0
+            self.stuck_cwnd = None
             self.idle_watch = None
             self.recent_acks.clear()
         if kind in (LOST, PERSISTENT_CONGESTION) or (kind == ACKED and group is not None):
@@ -384,15 +407,19 @@ class Checker:
             flag("ca-growth-bound", index, t,
                  f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
                  f"(at most {acked // 2} + {self.mds})")
-        # stuck-at-minimum: count acknowledged packets sent after the last signal.
-        if after.cwnd > self.floor:
+        # stuck-at-minimum: count acknowledged packets sent after the last signal while the
+        # window sits near the floor without growing at all.
+        if after.cwnd > self.near_floor or (self.stuck_cwnd is not None and after.cwnd > self.stuck_cwnd):
             self.post_signal_acked = 0
+            self.stuck_cwnd = None
         else:
+            if self.post_signal_acked == 0:
+                self.stuck_cwnd = after.cwnd
             since = truth.last_signal_t
             self.post_signal_acked += sum(1 for p in ev.packets if not p[3] and (since is None or p[1] > since))
             if self.post_signal_acked >= STUCK_PACKETS:
                 flag("stuck-at-minimum", index, t,
-                     f"cwnd stays at the minimum ({after.cwnd} bytes) although {self.post_signal_acked} "
+                     f"cwnd stays at or near the minimum ({after.cwnd} bytes, floor {self.floor}) although {self.post_signal_acked} "
                      f"packets sent after the last congestion signal (t={since}) were acknowledged")
         if self.time_based:
             eligible = 0 if truth.ack_in_recovery or truth.ack_app_limited else acked

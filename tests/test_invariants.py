@@ -296,3 +296,51 @@ def test_reported_slow_start_is_judged_as_slow_start():
         if snap.phase == "slow_start" and snap.ssthresh is not None:
             return snap._replace(ssthresh=snap.cwnd)
     assert check(flow, equal_thresholds) == set()
+
+
+def flow_recovering_from_persistent_congestion() -> Flow:
+    flow = Flow()
+    flight = flow.send(4)
+    flow.wait(RTT)
+    flow.lose(flight, persistent=True)
+    flow.wait(100)
+    for _ in range(6):
+        flow.round_trip(3, RTT)
+    return flow
+
+
+def check_with_bdp(flow: Flow, perturb, bdp_bytes) -> set:
+    trace = flow.trace()
+    ledger, truth = Ledger(trace.header), Truth()
+    oracle = Cubic(MDS, trace.header.initial_rtt_us)
+    checker = Checker("test", MDS, "cubic", bdp_bytes=bdp_bytes)
+    before = None
+    for index, event in enumerate(trace.events):
+        ev = ledger.resolve(event)
+        truth.update(ev)
+        snap = perturb(index, ev, before, oracle.step(ev))
+        checker.check(index, ev, before, snap, truth)
+        before = snap
+    return {f.invariant for f in checker.finish()}
+
+
+def test_stuck_near_minimum_is_flagged():
+    """A window frozen at 2.7 datagrams (above the 2-datagram floor of RFC 9002 §7.2) while
+    packets sent after the last signal keep being acknowledged is the same failure."""
+    frozen = int(2.7 * MDS)
+    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > RTT else s  # noqa: E731
+    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), pin, None)
+    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), pin,
+                                                100 * MDS)
+
+
+def test_small_window_on_a_tiny_bdp_path_is_not_stuck():
+    """Where the path's bandwidth-delay product is itself about 2.5 datagrams, a window of 2.7
+    datagrams is the path's operating point, not a frozen controller."""
+    frozen = int(2.7 * MDS)
+    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > RTT else s  # noqa: E731
+    assert "stuck-at-minimum" not in check_with_bdp(flow_recovering_from_persistent_congestion(), pin,
+                                                    int(2.5 * MDS))
+    at_floor = lambda i, ev, b, s: s._replace(cwnd=2 * MDS) if ev.t > RTT else s  # noqa: E731
+    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), at_floor,
+                                                int(2.5 * MDS))
