@@ -4,21 +4,23 @@ Readable first: each rule names the section it comes from.  Windows are
 bytes; W_cubic is evaluated in segments of max_datagram_size (RFC 9438 §4.1
 defines C in segments per second cubed) and converted back.
 
-Idle semantics (RFC 9438 §4.2: t "MUST NOT include" periods when the sender
-was idle).  Idle starts when the pipe actually emptied: the ACK or loss
+Idle semantics (RFC 9438 §4.2: “The elapsed time t in Figure 1 MUST NOT include
+periods during which cwnd has not been updated due to application-limited
+behavior (see Section 5.8).”; §5.8 counts idle periods among them).  Idle starts when the pipe actually emptied: the ACK or loss
 declaration that took bytes in flight to zero -- the later of the last ACK,
 the last loss and the last send, except that a late ACK of a packet already
 declared lost moves nothing through the pipe and does not count.  On the
 first send after it the epoch moves forward by the idle gap, never further
-than now (the intent of Linux c2e7204d180f, "do not set epoch_start in the
-future").
+than now (the intent of Linux commit c2e7204d180f, "tcp_cubic: do not set
+epoch_start in the future").
 
 Mutants, selectable with ``idle=``, measure the suite's detection power:
   correct    the rule above (default)
   last-send  quiche before 0.28: the gap is measured from the last send and
              added, unclamped, to the one field quiche uses both as epoch and
              as recovery start -- the death spiral
-  none       no shift at all: t includes idle time (Linux before 2017)
+  none       no shift at all: t includes idle time (Linux tcp_cubic before its
+             idle-restart fix)
 """
 from __future__ import annotations
 
