@@ -271,3 +271,25 @@ def test_undo_only_below_cwnd_prior_rfc9438_4_9():
     grown = flow.last("oracle:undo=on").cwnd
     flow.ack(flight[:1])                    # the "lost" packet arrives after all
     assert flow.last("oracle:undo=on").cwnd >= grown
+
+
+def test_ack_that_reveals_persistent_congestion_grows_from_the_minimum_rfc9002_b4_b8():
+    """RFC 9002 Appendix B.4 OnAckReceived calls OnPacketsLost before OnPacketsAcked, and B.8
+    sets congestion_recovery_start_time = 0 on persistent congestion: the newly acknowledged
+    packets of that same ACK then grow the minimum window in slow start (B.5).  This is no
+    undo (ngtcp2 1.25.0 does the same on persistent-congestion seed 1: 2,400 -> 378,000), and
+    a spurious-loss undo saved before the collapse is dropped (RFC 9438 §4.9 restores only a
+    reduction, not a collapse)."""
+    flow = Flow()
+    flow.round_trip(10, RTT)
+    lost = flow.send(4)
+    flow.wait(10)
+    late = flow.send(6)
+    flow.wait(4 * RTT)
+    flow.lose(lost, persistent=True)
+    flow.ack(late)
+    assert flow.last().cwnd == 2 * MDS + 6 * MDS
+    assert flow.last().phase == "slow_start"
+    flow.wait(100)
+    flow.ack(lost[:1])                     # one "lost" packet arrives after all
+    assert flow.last("oracle:undo=on").cwnd == 8 * MDS
