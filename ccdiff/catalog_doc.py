@@ -10,7 +10,10 @@ def render() -> str:
            "and findings are then listed as deviations. Only an RFC MUST is never waivable (and the "
            "harness checks, which are no RFC rule). **RFC text** is verbatim from the RFC sources in "
            "`rfc/` (`tests/test_rfc_quotes.py` checks it); **Keyword** is the RFC keyword the invariant "
-           "rests on, or `descriptive` where the RFC states the behaviour without one.", ""]
+           "rests on, or `descriptive` where the RFC states the behaviour without one.", "",
+           "Slow start or congestion avoidance (`ss-growth-bound`, `ca-growth-bound`, `idle-inflation`) is "
+           "the phase the stack's snapshot reports (recovery counts as congestion avoidance, RFC 9002 "
+           "§7.3.2); `cwnd < ssthresh` decides only where no phase is reported.", ""]
     for inv in CATALOG.values():
         out += [f"## `{inv.id}` — {inv.title}", "",
                 f"- **Rule:** {inv.rfc}",
