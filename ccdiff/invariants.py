@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
-from .snapshot import CONGESTION_AVOIDANCE, RECOVERY, SLOW_START
+from .snapshot import CONGESTION_AVOIDANCE, RECOVERY
 
 
 # The RFC keyword an invariant rests on.  Only a MUST (or MUST NOT / REQUIRED) can make an
@@ -271,22 +271,18 @@ def _rolled_back(before, after, reduced_from) -> bool:
 
 
 def in_slow_start(snap) -> bool:
-    """The phase the stack says it is in, not `cwnd < ssthresh` alone: a stack that rounds
-    (picoquic leaves cwnd 11,759 against ssthresh 11,760 in congestion avoidance) or runs a
-    slow-start variant knows its phase better than the comparison does.  A stack leaving
-    recovery enters congestion avoidance (RFC 9002 §7.3.2: "A recovery period ends and the
-    sender enters congestion avoidance when a packet sent during the recovery period is
-    acknowledged.").  Only where the stack reports no usable phase (unknown, app-limited)
-    does the comparison decide."""
-    if snap.phase == SLOW_START:
-        return True
-    if snap.phase == CONGESTION_AVOIDANCE:
+    """Slow start needs both the stack's word and the window: RFC 9002 §7.3.1, "A NewReno
+    sender is in slow start any time the congestion window is below the slow start threshold."
+    A stack that reports congestion avoidance or recovery is not in slow start even with cwnd
+    a byte below ssthresh (picoquic's rounding: 11,759 against 11,760); recovery ends in
+    congestion avoidance (RFC 9002 §7.3.2).  A stack that reports slow start with cwnd at or
+    above ssthresh is judged in congestion avoidance: quiche labels the stretch after a
+    HyStart++ exit slow start, picoquic's bandwidth seed carries cwnd past ssthresh before
+    its exit test runs.  Without a usable phase (unknown, app-limited) the window decides."""
+    below = snap.ssthresh is None or snap.cwnd < snap.ssthresh
+    if snap.phase in (CONGESTION_AVOIDANCE, RECOVERY):
         return False
-    if snap.ssthresh is None:
-        return True          # no reduction yet: RFC 9002 §7.3.1, ssthresh starts infinite
-    if snap.phase == RECOVERY:
-        return False
-    return snap.cwnd < snap.ssthresh
+    return below
 
 
 def _bad_number(value, lo: float) -> bool:

@@ -284,18 +284,25 @@ def test_phase_comes_from_the_stack_not_cwnd_below_ssthresh():
     assert "ss-growth-bound" not in found
 
 
-def test_reported_slow_start_is_judged_as_slow_start():
-    """A stack that reports slow start (after persistent congestion) is judged by RFC 9002
-    §7.3.1 even when its cwnd is not below its ssthresh."""
-    flow = lossy_flow()
+def test_reported_slow_start_above_ssthresh_is_judged_as_avoidance():
+    """A stack that still says slow start with cwnd at or above ssthresh (quiche after a
+    HyStart++ exit) is held to the congestion-avoidance bound: RFC 9002 §7.3.1 puts slow
+    start below the threshold."""
+    flow = flow_after_one_loss()
+    for _ in range(3):
+        flow.round_trip(25, RTT)
     flight = flow.send(4)
     flow.wait(RTT)
-    flow.ack(flight)                     # one ACK for 4 datagrams: slow start adds 4,800
+    flow.ack(flight)
+    last = len(flow.events) - 1
 
-    def equal_thresholds(i, ev, before, snap):
-        if snap.phase == "slow_start" and snap.ssthresh is not None:
-            return snap._replace(ssthresh=snap.cwnd)
-    assert check(flow, equal_thresholds) == set()
+    def says_slow_start(i, ev, before, snap):
+        if snap.ssthresh is None:
+            return None
+        cwnd = before.cwnd + ev.acked_bytes if i == last else snap.cwnd
+        return snap._replace(phase="slow_start", cwnd=cwnd)
+    found = check(flow, says_slow_start)
+    assert "ca-growth-bound" in found and "ss-growth-bound" not in found
 
 
 def flow_recovering_from_persistent_congestion() -> Flow:
