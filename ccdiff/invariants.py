@@ -15,6 +15,14 @@ from collections import deque
 from dataclasses import dataclass
 
 from .ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+from .snapshot import CONGESTION_AVOIDANCE, RECOVERY
+
+
+# The RFC keyword an invariant rests on.  Only a MUST (or MUST NOT / REQUIRED) can make an
+# invariant non-waivable; "descriptive" means the RFC states the behaviour without a keyword,
+# "harness" marks checks that are no RFC rule at all (the controller crashed or produced
+# garbage) and "differential" the comparison with the oracle.
+KEYWORDS = ("MUST", "SHOULD", "RECOMMENDED", "MAY", "descriptive", "harness", "differential")
 
 
 @dataclass(frozen=True)
@@ -22,97 +30,149 @@ class Invariant:
     id: str
     title: str
     rfc: str          # where the rule comes from
-    quote: str        # the RFC text it enforces
+    quote: str        # RFC text, verbatim (tests/test_rfc_quotes.py); "" when there is none
     why: str          # the explanation for a maintainer
-    waivable: bool    # False for RFC MUSTs: no profile can tolerate it
+    waivable: bool    # False only for RFC MUSTs: no profile can tolerate it
+    keyword: str = "descriptive"   # one of KEYWORDS: what the quote obliges
+    quote_from: str = ""           # "RFC 9438 §4.2": the section the quote is taken from
 
 
 CATALOG = {inv.id: inv for inv in [
     Invariant("future-recovery-start", "Recovery start or epoch after the current time",
               "RFC 9438 §4.2; RFC 9002 §7.3.2; Linux c2e7204d180f",
-              "t is the elapsed time from the beginning of the current congestion avoidance stage",
+              "where t is the elapsed time in seconds from the beginning of the current congestion "
+              "avoidance stage",
               "An epoch or recovery start later than now makes t negative and makes every packet sent "
               "before that instant look like it was sent during recovery, so ACKs never grow the window. "
-              "Linux fixed the same slip in 2017 ('do not set epoch_start in the future'); quiche's "
-              "idle-restart shift before 0.28 reintroduced it (the death spiral).", False),
+              "The RFC has no keyword for it: the rule is derived from the definition of t. Linux fixed "
+              "the same slip in commit c2e7204d180f (\"tcp_cubic: do not set epoch_start in the "
+              "future\"); quiche's idle-restart shift before 0.28 reintroduced it (the death spiral).",
+              True, "descriptive", "RFC 9438 §4.2"),
     Invariant("cwnd-below-minimum", "Congestion window below the minimum window",
-              "RFC 9002 §7.2", "The RECOMMENDED value [of the minimum congestion window] is "
-              "2 * max_datagram_size.",
+              "RFC 9002 §7.2",
+              "The minimum congestion window is the smallest value the congestion window can attain in "
+              "response to loss, an increase in the peer-reported ECN-CE count, or persistent congestion. "
+              "The RECOMMENDED value is 2 * max_datagram_size.",
               "Below two datagrams a sender cannot keep an ACK clock going: a single loss stalls it "
-              "until a PTO.", False),
-    Invariant("stuck-at-minimum", "Window pinned at the minimum after losses stopped",
+              "until a PTO. RFC 9002 only RECOMMENDS the value, so a stack's profile may document "
+              "a smaller floor.", True, "RECOMMENDED", "RFC 9002 §7.2"),
+    Invariant("stuck-at-minimum", "Window frozen at or near the minimum after losses stopped",
               "RFC 9002 §7.3.2, §7.3.3; RFC 9438 §4.2–§4.5",
               "A recovery period ends and the sender enters congestion avoidance when a packet sent "
               "during the recovery period is acknowledged.",
               "Packets sent after the last congestion signal keep being acknowledged, yet the window "
-              "does not leave the minimum: the controller believes it is still in recovery, or never "
-              "credits the ACKs. This is the observable face of the death spiral.", True),
+              "does not grow at all while it sits at the minimum or less than two datagrams above it "
+              "(from the floor, slow start doubles the window and the Reno-friendly estimate of RFC 9438 "
+              "§4.3 adds about half a datagram per round trip, so a working controller leaves that band "
+              "within the 8 acknowledged packets the check waits for): the controller believes it is "
+              "still in recovery, or never credits the ACKs. This is the observable face of the death "
+              "spiral. In closed loop, when the path's bandwidth-delay product is itself below that band, "
+              "a small window is the path's operating point and only a window exactly at the floor "
+              "counts.", True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("missing-reduction", "No window reduction on a new congestion event",
-              "RFC 9002 §7.3.2; RFC 9438 §4.6",
-              "The sender MUST reduce the congestion window when ... a packet sent after the start of "
-              "the recovery period is declared lost (or reported with ECN-CE).",
+              "RFC 9438 §4.6; RFC 9002 §7.3.2",
+              "In case of packet loss, the sender MUST reduce cwnd and ssthresh immediately upon entering "
+              "loss recovery, similar to [RFC5681] (and [RFC6675]).",
               "A loss of a packet sent after the current recovery period began is a new congestion "
-              "event; the window must shrink (multiplicative decrease).", True),
+              "event; the window must shrink (multiplicative decrease). Waivable although a MUST: the "
+              "same section lets a stack reduce gradually with Proportional Rate Reduction, which a "
+              "profile can document.", True, "MUST", "RFC 9438 §4.6"),
     Invariant("excess-reduction", "More than one reduction per recovery period, or deeper than β",
               "RFC 9002 §7.3.2; RFC 9438 §4.6",
-              "The sender MUST NOT reduce again for losses of packets sent during the recovery period; "
-              "cwnd = cwnd * β_cubic.",
+              "The recovery period aims to limit congestion window reduction to once per round trip. "
+              "Therefore, during a recovery period, the congestion window does not change in response to "
+              "new losses or increases in the ECN-CE count.",
               "Reducing again for packets sent before the recovery started, reducing without any "
-              "congestion signal, or below β·cwnd punishes the flow several times for one event.", True),
+              "congestion signal, or below β·cwnd punishes the flow several times for one event. "
+              "RFC 9002 states the rule without a keyword and RFC 9438 §4.6 says β_cubic SHOULD be 0.7.",
+              True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("growth-in-recovery", "Window grew on an ACK of a packet sent before recovery started",
-              "RFC 9002 §7.3.2",
-              "... the congestion window does not increase in response to acknowledgments of packets "
-              "sent before the start of the recovery period.",
-              "Growth during recovery undoes the reduction before the network has drained.", True),
+              "RFC 9002 §7.3.2, Appendix B.5",
+              "A recovery period ends and the sender enters congestion avoidance when a packet sent "
+              "during the recovery period is acknowledged.",
+              "Until then the sender is in recovery, and RFC 9002's OnPacketsAcked (Appendix B.5) does "
+              "not increase the window for packets sent before the recovery start. Growth during "
+              "recovery undoes the reduction before the network has drained.",
+              True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("growth-while-app-limited", "Window grew while the sender was app-limited",
               "RFC 9002 §7.8; RFC 9438 §5.8",
               "When bytes in flight is smaller than the congestion window and sending is not pacing "
-              "limited, the congestion window is underutilized. ... the congestion window SHOULD NOT be "
-              "increased in either slow start or congestion avoidance.",
+              "limited, the congestion window is underutilized. ... When this occurs, the congestion "
+              "window SHOULD NOT be increased in either slow start or congestion avoidance.",
               "ACKs of packets sent while the application had nothing to send say nothing about the "
-              "path's capacity at the current window.", True),
+              "path's capacity at the current window.", True, "SHOULD", "RFC 9002 §7.8"),
     Invariant("idle-inflation", "Window grew faster right after an idle period than before it",
-              "RFC 9438 §4.2",
-              "t MUST NOT include periods during which the sender was idle (not sending because it "
-              "had no data).",
-              "If idle time counts towards t, W_cubic(t) jumps far past W_max while the sender was "
-              "quiet and the first round trip after resuming inflates the window by up to 50%.", False),
+              "RFC 9438 §4.2, §5.8",
+              "The elapsed time t in Figure 1 MUST NOT include periods during which cwnd has not been "
+              "updated due to application-limited behavior (see Section 5.8).",
+              "Idle periods are application-limited periods (RFC 9438 §5.8). If idle time counts "
+              "towards t, W_cubic(t) jumps far past W_max while the sender was quiet and the first "
+              "round trip after resuming inflates the window by up to 50%.", False, "MUST",
+              "RFC 9438 §4.2"),
     Invariant("ca-growth-bound", "Congestion-avoidance growth beyond 1.5x per round trip",
-              "RFC 9438 §4.2",
-              "target = 1.5 * cwnd if W_cubic(t + RTT) > 1.5 * cwnd ... cwnd MUST be incremented by "
-              "(target - cwnd)/cwnd for each received new ACK",
-              "In congestion avoidance one acknowledged byte may grow the window by at most half a "
-              "byte (plus one datagram of rounding for stacks that grow in whole datagrams).", False),
+              "RFC 9438 §4.2, §4.4, §4.5",
+              "In this region, cwnd MUST be incremented by ... for each received new ACK, where target "
+              "is calculated as described in Section 4.2.",
+              "target is at most 1.5 * cwnd (RFC 9438 §4.2), so in congestion avoidance one "
+              "acknowledged byte may grow the window by at most half a byte (plus one datagram of "
+              "rounding for stacks that grow in whole datagrams).", False, "MUST", "RFC 9438 §4.4"),
     Invariant("ss-growth-bound", "Slow-start growth beyond the bytes acknowledged",
               "RFC 9002 §7.3.1",
               "While a sender is in slow start, the congestion window increases by the number of bytes "
               "acknowledged when each acknowledgment is processed.",
               "Slow start at most doubles the window per round trip. RFC 9002 describes this "
               "without a MUST and variants (HyStart++, bandwidth-seeded starts) exist, so a profile "
-              "may document a different slow start.", True),
+              "may document a different slow start.", True, "descriptive", "RFC 9002 §7.3.1"),
     Invariant("persistent-congestion-ignored", "Window not collapsed on persistent congestion",
               "RFC 9002 §7.6.2",
               "When persistent congestion is declared, the sender's congestion window MUST be reduced "
-              "to the minimum congestion window (kMinimumWindow).",
-              "Persistent congestion means the path lost everything for longer than a PTO period; "
-              "the sender must restart from the minimum window.", False),
+              "to the minimum congestion window (kMinimumWindow), similar to a TCP sender's response on "
+              "an RTO [RFC5681].",
+              "Persistent congestion means the path lost everything for longer than a PTO period. "
+              "The MUST is part of the controller RFC 9002 specifies (NewReno); RFC 9002 §7 says \"A "
+              "sender can unilaterally choose a different algorithm to use, such as CUBIC\", and RFC "
+              "9438 §4.8 only says CUBIC \"follows Reno\" on a timeout, without a keyword. At least "
+              "one stack's maintainers read it that way and removed their persistent-congestion hook, "
+              "so for a CUBIC stack this is waivable: its profile can document the choice.",
+              True, "MUST", "RFC 9002 §7.6.2"),
     Invariant("numeric-error", "A snapshot field is not a sane number",
-              "RFC 9438 §4 (windows are positive byte counts)",
-              "cwnd, ssthresh and W_max are positive amounts of data; K and t are non-negative times.",
+              "— (harness check)", "",
+              "cwnd, ssthresh and W_max are positive amounts of data; K and t are non-negative times. "
               "Zero, negative, NaN or astronomically large values point at overflow, underflow or "
-              "division by zero in the controller.", False),
+              "division by zero in the controller. No RFC text: no controller can be right with them.",
+              False, "harness"),
     Invariant("adapter-error", "The stack refused or crashed on an event",
-              "—", "A controller accepts every causally consistent event stream.",
-              "The stack's controller raised an error (a Rust panic, a C assertion) on a valid "
-              "event stream; the run for that stack stops at this event.", False),
+              "— (harness check)", "",
+              "A controller accepts every causally consistent event stream. The stack's controller "
+              "raised an error (a Rust panic, a C assertion) on a valid event stream; the run for that "
+              "stack stops at this event.", False, "harness"),
     Invariant("trajectory-divergence", "Window trajectory leaves the oracle's envelope",
-              "RFC 9438 (differential)", "—",
+              "RFC 9438 (differential)", "",
               "The stack's window differs from the RFC 9438 reference by more than its profile's "
               "tolerance for a sustained stretch. The stack's documented deviations are listed as "
-              "possible explanations.", True),
+              "possible explanations.", True, "differential"),
 ]}
 
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
+NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
+
+
+def near_floor_limit(floor: int, mds: int, bdp_bytes: int | None) -> int:
+    """The largest window stuck-at-minimum still calls "at the minimum".
+
+    From the floor (RFC 9002 §7.2, 2 datagrams) a window that works grows by at least
+    one datagram within a few round trips: slow start doubles it (RFC 9002 §7.3.1),
+    the Reno-friendly estimate adds α_cubic ≈ 0.53 datagram per round trip (RFC 9438
+    §4.3).  A window frozen less than two datagrams above the floor (2.7 datagrams after
+    the same idle bug that pins another stack at exactly 2) is the same failure.  When
+    the path's bandwidth-delay product is itself below that limit (closed loop knows
+    it), a small window is the path's operating point -- the flat part of W_cubic
+    around W_max (RFC 9438 §4.4, §4.5) -- and only a window exactly at the floor counts.
+    """
+    near = floor + NEAR_FLOOR_DATAGRAMS * mds
+    if bdp_bytes is not None and bdp_bytes < near:
+        return floor
+    return near
 HUGE = 2**53
 
 
@@ -210,6 +270,21 @@ def _rolled_back(before, after, reduced_from) -> bool:
     return moved_back or (now_start != start and after.cwnd == reduced_from)
 
 
+def in_slow_start(snap) -> bool:
+    """Slow start needs both the stack's word and the window: RFC 9002 §7.3.1, "A NewReno
+    sender is in slow start any time the congestion window is below the slow start threshold."
+    A stack that reports congestion avoidance or recovery is not in slow start even with cwnd
+    a byte below ssthresh (picoquic's rounding: 11,759 against 11,760); recovery ends in
+    congestion avoidance (RFC 9002 §7.3.2).  A stack that reports slow start with cwnd at or
+    above ssthresh is judged in congestion avoidance: quiche labels the stretch after a
+    HyStart++ exit slow start, picoquic's bandwidth seed carries cwnd past ssthresh before
+    its exit test runs.  Without a usable phase (unknown, app-limited) the window decides."""
+    below = snap.ssthresh is None or snap.cwnd < snap.ssthresh
+    if snap.phase in (CONGESTION_AVOIDANCE, RECOVERY):
+        return False
+    return below
+
+
 def _bad_number(value, lo: float) -> bool:
     return value is not None and (not math.isfinite(value) or value < lo or value > HUGE)
 
@@ -218,7 +293,8 @@ class Checker:
     """All invariants for one stack's run.  Call check() after every event."""
 
     def __init__(self, stack: str, max_datagram_size: int, family: str = "cubic",
-                 min_window_datagrams: int = 2, loss_applied_with_ack: bool = False):
+                 min_window_datagrams: int = 2, loss_applied_with_ack: bool = False,
+                 bdp_bytes: int | None = None):
         self.stack = stack
         self.mds = max_datagram_size
         self.min_window = 2 * max_datagram_size                  # RFC 9002 §7.2
@@ -227,6 +303,8 @@ class Checker:
         self.time_based = family == "cubic"   # idle-inflation concerns W_cubic(t) only
         self.findings: dict[str, Finding] = {}
         self.post_signal_acked = 0
+        self.stuck_cwnd = None       # the window when the stuck-at-minimum count began
+        self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
         self.idle_watch = None
         self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
@@ -276,6 +354,7 @@ class Checker:
             group = None
         if truth.signal:
             self.post_signal_acked = 0
+            self.stuck_cwnd = None
             self.idle_watch = None
             self.recent_acks.clear()
         if kind in (LOST, PERSISTENT_CONGESTION) or (kind == ACKED and group is not None):
@@ -357,22 +436,26 @@ class Checker:
         elif grew > 0 and truth.ack_app_limited and not truth.ambiguous:
             flag("growth-while-app-limited", index, t,
                  f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent while app-limited")
-        in_slow_start = before.ssthresh is None or before.cwnd < before.ssthresh
-        if in_slow_start and grew > acked:
+        slow_start = in_slow_start(before)
+        if slow_start and grew > acked:
             flag("ss-growth-bound", index, t, f"slow start grew cwnd by {grew} for {acked} bytes acknowledged")
-        if not in_slow_start and grew > acked / 2 + self.mds:
+        if not slow_start and grew > acked / 2 + self.mds:
             flag("ca-growth-bound", index, t,
                  f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
                  f"(at most {acked // 2} + {self.mds})")
-        # stuck-at-minimum: count acknowledged packets sent after the last signal.
-        if after.cwnd > self.floor:
+        # stuck-at-minimum: count acknowledged packets sent after the last signal while the
+        # window sits near the floor without growing at all.
+        if after.cwnd > self.near_floor or (self.stuck_cwnd is not None and after.cwnd > self.stuck_cwnd):
             self.post_signal_acked = 0
+            self.stuck_cwnd = None
         else:
+            if self.post_signal_acked == 0:
+                self.stuck_cwnd = after.cwnd
             since = truth.last_signal_t
             self.post_signal_acked += sum(1 for p in ev.packets if not p[3] and (since is None or p[1] > since))
             if self.post_signal_acked >= STUCK_PACKETS:
                 flag("stuck-at-minimum", index, t,
-                     f"cwnd stays at the minimum ({after.cwnd} bytes) although {self.post_signal_acked} "
+                     f"cwnd stays at or near the minimum ({after.cwnd} bytes, floor {self.floor}) although {self.post_signal_acked} "
                      f"packets sent after the last congestion signal (t={since}) were acknowledged")
         if self.time_based:
             eligible = 0 if truth.ack_in_recovery or truth.ack_app_limited else acked
@@ -403,7 +486,7 @@ class Checker:
 
     def watch_idle(self, ev, before, truth) -> None:
         srtt = ev.rtt[1]
-        in_avoidance = before.ssthresh is not None and before.cwnd >= before.ssthresh
+        in_avoidance = not in_slow_start(before)
         recent = self.recent_acks
         pre_acked = sum(a[3] for a in recent)
         if truth.idle_gap < max(srtt, 1) or not in_avoidance or pre_acked < before.cwnd / 2:

@@ -4,21 +4,23 @@ Readable first: each rule names the section it comes from.  Windows are
 bytes; W_cubic is evaluated in segments of max_datagram_size (RFC 9438 §4.1
 defines C in segments per second cubed) and converted back.
 
-Idle semantics (RFC 9438 §4.2: t "MUST NOT include" periods when the sender
-was idle).  Idle starts when the pipe actually emptied: the ACK or loss
+Idle semantics (RFC 9438 §4.2: “The elapsed time t in Figure 1 MUST NOT include
+periods during which cwnd has not been updated due to application-limited
+behavior (see Section 5.8).”; §5.8 counts idle periods among them).  Idle starts when the pipe actually emptied: the ACK or loss
 declaration that took bytes in flight to zero -- the later of the last ACK,
 the last loss and the last send, except that a late ACK of a packet already
 declared lost moves nothing through the pipe and does not count.  On the
 first send after it the epoch moves forward by the idle gap, never further
-than now (the intent of Linux c2e7204d180f, "do not set epoch_start in the
-future").
+than now (the intent of Linux commit c2e7204d180f, "tcp_cubic: do not set
+epoch_start in the future").
 
 Mutants, selectable with ``idle=``, measure the suite's detection power:
   correct    the rule above (default)
   last-send  quiche before 0.28: the gap is measured from the last send and
              added, unclamped, to the one field quiche uses both as epoch and
              as recovery start -- the death spiral
-  none       no shift at all: t includes idle time (Linux before 2017)
+  none       no shift at all: t includes idle time (Linux tcp_cubic before its
+             idle-restart fix)
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ class Cubic(Controller):
         self.pipe_emptied_t = None  # when bytes in flight last dropped to zero
         self.saved = None          # state before the last reduction, for §4.9 undo
         self.recovery_lost = ()    # packet numbers whose loss started this recovery
+        self.after_timeout = False  # §4.8: the next CA stage is the first after a timeout
 
     # -- idle (§4.2) ----------------------------------------------------------
     def on_sent(self, ev) -> None:
@@ -103,6 +106,14 @@ class Cubic(Controller):
     # -- congestion avoidance (§4.2–§4.5) ------------------------------------
     def start_epoch(self, now: int) -> None:
         self.epoch_start = now
+        if self.after_timeout:
+            # §4.8: in the first CA stage after a timeout "K is set to 0", W_max is "the
+            # congestion window size at the beginning of the current congestion avoidance
+            # stage", and so is W_est.
+            self.after_timeout = False
+            self.w_max = self.w_est = self.cwnd_prior = self.cwnd
+            self.k = 0.0
+            return
         if self.w_max is None or self.w_max < self.cwnd:
             # §4.2: no reduction yet, or above the old plateau: the curve starts here.
             self.w_max = self.cwnd
@@ -145,8 +156,10 @@ class Cubic(Controller):
             self.w_max = cwnd * (1 + BETA) / 2        # §4.7 fast convergence
         else:
             self.w_max = cwnd
-        self.ssthresh = cwnd * BETA                  # §4.6
-        self.cwnd = max(self.ssthresh, self.min_window)  # RFC 9002 §7.2 minimum window
+        # §4.6 eq. 4.6: cwnd = max(ssthresh, 2) and "ssthresh is at least 2 MSS" (min_window
+        # is RFC 9002 §7.2's 2 * max_datagram_size).
+        self.ssthresh = max(cwnd * BETA, self.min_window)
+        self.cwnd = self.ssthresh
         self.w_est = self.cwnd                       # §4.3: W_est = cwnd at the reduction
         self.k = cubic_k_seconds(self.w_max / self.mds, self.cwnd / self.mds)
         self.epoch_start = None                      # the next CA stage starts a new epoch
@@ -154,7 +167,10 @@ class Cubic(Controller):
     def on_persistent_congestion(self, ev) -> None:
         super().on_persistent_congestion(ev)
         self.epoch_start = None                      # §4.8: restart from slow start
+        self.after_timeout = True                    # §4.8: K = 0 in the next CA stage
+        # The collapse is not the reduction §4.9 saved state for: nothing to undo after it.
         self.saved = None
+        self.recovery_lost = ()
 
     # -- spurious congestion (§4.9) -------------------------------------------
     def maybe_undo(self, ev) -> None:
@@ -162,8 +178,8 @@ class Cubic(Controller):
         if self.saved is None or not self.recovery_lost:
             return
         self.recovery_lost = self.recovery_lost - {p[0] for p in ev.spurious}
-        if self.recovery_lost:
-            return
+        if self.recovery_lost or self.cwnd >= self.cwnd_prior:
+            return                                   # §4.9: restore only "if cwnd < cwnd_prior"
         (self.cwnd, self.ssthresh, self.w_max, self.k, self.epoch_start,
          self.cwnd_prior, self.w_est) = self.saved
         self.saved = None

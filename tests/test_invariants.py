@@ -272,3 +272,91 @@ def test_truth_without_ecn_ignores_ce_marks():
         without.update(ev)
     assert with_ecn.signal and with_ecn.recovery_start == ev.t
     assert not without.signal and without.recovery_start is None
+
+
+def test_phase_comes_from_the_stack_not_cwnd_below_ssthresh():
+    """picoquic's rounding leaves cwnd 1 byte below ssthresh (11,759 vs 11,760) in congestion
+    avoidance: the stack's phase field says congestion avoidance, so a burst of growth on one
+    ACK breaks the congestion-avoidance bound (a MUST), not the waivable slow-start one."""
+    flow = flow_after_one_loss()
+    for _ in range(4):
+        flow.round_trip(25, RTT)
+    last_ack = len(flow.events) - 1
+
+    def rounding(i, ev, before, snap):
+        if snap.ssthresh is None or snap.phase != "congestion_avoidance":
+            return None
+        cwnd = before.cwnd + 20 * ev.acked_bytes if i == last_ack else snap.cwnd
+        return snap._replace(cwnd=cwnd, ssthresh=cwnd + 1)
+    found = check(flow, rounding)
+    assert "ca-growth-bound" in found
+    assert "ss-growth-bound" not in found
+
+
+def test_reported_slow_start_above_ssthresh_is_judged_as_avoidance():
+    """A stack that still says slow start with cwnd at or above ssthresh (quiche after a
+    HyStart++ exit) is held to the congestion-avoidance bound: RFC 9002 §7.3.1 puts slow
+    start below the threshold."""
+    flow = flow_after_one_loss()
+    for _ in range(3):
+        flow.round_trip(25, RTT)
+    flight = flow.send(4)
+    flow.wait(RTT)
+    flow.ack(flight)
+    last = len(flow.events) - 1
+
+    def says_slow_start(i, ev, before, snap):
+        if snap.ssthresh is None:
+            return None
+        cwnd = before.cwnd + ev.acked_bytes if i == last else snap.cwnd
+        return snap._replace(phase="slow_start", cwnd=cwnd)
+    found = check(flow, says_slow_start)
+    assert "ca-growth-bound" in found and "ss-growth-bound" not in found
+
+
+def flow_recovering_from_persistent_congestion() -> Flow:
+    flow = Flow()
+    flight = flow.send(4)
+    flow.wait(RTT)
+    flow.lose(flight, persistent=True)
+    flow.wait(100)
+    for _ in range(6):
+        flow.round_trip(3, RTT)
+    return flow
+
+
+def check_with_bdp(flow: Flow, perturb, bdp_bytes) -> set:
+    trace = flow.trace()
+    ledger, truth = Ledger(trace.header), Truth()
+    oracle = Cubic(MDS, trace.header.initial_rtt_us)
+    checker = Checker("test", MDS, "cubic", bdp_bytes=bdp_bytes)
+    before = None
+    for index, event in enumerate(trace.events):
+        ev = ledger.resolve(event)
+        truth.update(ev)
+        snap = perturb(index, ev, before, oracle.step(ev))
+        checker.check(index, ev, before, snap, truth)
+        before = snap
+    return {f.invariant for f in checker.finish()}
+
+
+def test_stuck_near_minimum_is_flagged():
+    """A window frozen at 2.7 datagrams (above the 2-datagram floor of RFC 9002 §7.2) while
+    packets sent after the last signal keep being acknowledged is the same failure."""
+    frozen = int(2.7 * MDS)
+    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > RTT else s  # noqa: E731
+    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), pin, None)
+    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), pin,
+                                                100 * MDS)
+
+
+def test_small_window_on_a_tiny_bdp_path_is_not_stuck():
+    """Where the path's bandwidth-delay product is itself about 2.5 datagrams, a window of 2.7
+    datagrams is the path's operating point, not a frozen controller."""
+    frozen = int(2.7 * MDS)
+    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > RTT else s  # noqa: E731
+    assert "stuck-at-minimum" not in check_with_bdp(flow_recovering_from_persistent_congestion(), pin,
+                                                    int(2.5 * MDS))
+    at_floor = lambda i, ev, b, s: s._replace(cwnd=2 * MDS) if ev.t > RTT else s  # noqa: E731
+    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), at_floor,
+                                                int(2.5 * MDS))

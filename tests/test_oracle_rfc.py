@@ -218,3 +218,84 @@ def test_newreno_halves_and_grows_one_datagram_per_window_rfc9002_7_3():
     flow.round_trip(5, RTT)
     # 5 ACKs of one datagram each add mds * acked / cwnd: a little under one datagram.
     assert 6000 + 0.9 * MDS < flow.last("oracle-reno").cwnd <= 6000 + MDS
+
+
+def test_ssthresh_floor_two_segments_rfc9438_eq_4_6():
+    """RFC 9438 §4.6 (equation after "Multiplicative Decrease"): ssthresh = max(ssthresh, 2),
+    "ssthresh is at least 2 MSS" -- also when the reduction starts at the minimum window."""
+    flow = Flow()
+    for _ in range(8):
+        flow.wait(100)
+        flight = flow.send(3)
+        flow.wait(RTT)
+        flow.lose(flight[:1])
+        flow.ack(flight[1:])
+    snaps = flow.run()
+    reduced = [s.ssthresh for s in snaps if s.ssthresh is not None]
+    assert min(reduced) == 2 * MDS
+    assert snaps[-1].ssthresh == 2 * MDS and snaps[-1].cwnd == 2 * MDS
+
+
+def collapse_then_slow_start_to_avoidance() -> Flow:
+    """Slow start to 24,000 bytes, the next flight lost with persistent congestion, then
+    slow start from the minimum window until it crosses ssthresh = 16,800."""
+    flow = Flow()
+    flow.round_trip(10, RTT)
+    flight = flow.send(4)
+    flow.wait(4 * RTT)
+    flow.lose(flight, persistent=True)
+    flow.wait(100)
+    for packets in (2, 4, 8, 16):
+        flow.round_trip(packets, RTT)
+    return flow
+
+
+def test_first_avoidance_after_timeout_has_k_zero_rfc9438_4_8():
+    """RFC 9438 §4.8: in the first congestion avoidance stage after a timeout "K is set to 0"
+    and W_max is the window at the beginning of that stage."""
+    snaps = collapse_then_slow_start_to_avoidance().run()
+    collapse = next(i for i, s in enumerate(snaps) if s.cwnd == 2 * MDS)
+    in_avoidance = [s for s in snaps[collapse:] if s.epoch_start_us is not None]
+    assert in_avoidance, "the flow never reached congestion avoidance"
+    first = in_avoidance[0]
+    assert first.k_us == 0
+    assert first.w_max <= first.cwnd
+    assert snaps[collapse].ssthresh == int(24000 * BETA)
+
+
+def test_undo_only_below_cwnd_prior_rfc9438_4_9():
+    """RFC 9438 §4.9: restore the saved variables only "if cwnd < cwnd_prior": a window that
+    already grew back past cwnd_prior keeps its value when the loss proves spurious."""
+    flow = Flow()
+    flight = flow.send(10)
+    flow.wait(RTT)
+    flow.lose(flight[:1])
+    flow.ack(flight[1:])
+    flow.wait(100)
+    while flow.last("oracle:undo=on").cwnd < 12000 + 4 * MDS:
+        flow.round_trip(flow.last("oracle:undo=on").cwnd // MDS, RTT)
+    grown = flow.last("oracle:undo=on").cwnd
+    flow.ack(flight[:1])                    # the "lost" packet arrives after all
+    assert flow.last("oracle:undo=on").cwnd >= grown
+
+
+def test_ack_that_reveals_persistent_congestion_grows_from_the_minimum_rfc9002_b4_b8():
+    """RFC 9002 Appendix B.4 OnAckReceived calls OnPacketsLost before OnPacketsAcked, and B.8
+    sets congestion_recovery_start_time = 0 on persistent congestion: the newly acknowledged
+    packets of that same ACK then grow the minimum window in slow start (B.5).  This is no
+    undo (ngtcp2 1.25.0 does the same on persistent-congestion seed 1: 2,400 -> 378,000), and
+    a spurious-loss undo saved before the collapse is dropped (RFC 9438 §4.9 restores only a
+    reduction, not a collapse)."""
+    flow = Flow()
+    flow.round_trip(10, RTT)
+    lost = flow.send(4)
+    flow.wait(10)
+    late = flow.send(6)
+    flow.wait(4 * RTT)
+    flow.lose(lost, persistent=True)
+    flow.ack(late)
+    assert flow.last().cwnd == 2 * MDS + 6 * MDS
+    assert flow.last().phase == "slow_start"
+    flow.wait(100)
+    flow.ack(lost[:1])                     # one "lost" packet arrives after all
+    assert flow.last("oracle:undo=on").cwnd == 8 * MDS

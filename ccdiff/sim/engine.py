@@ -65,7 +65,11 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
     controller = open_controller(target, mds, s.initial_rtt_us)
     profile = _profile(target.recipe)
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
-    checker = Checker(target.label, mds, target.family, profile.min_window_datagrams, provisional)
+    # The path's bandwidth-delay product tells stuck-at-minimum when a small window is
+    # the path's own operating point (ccdiff/invariants.py near_floor_limit).
+    bdp_bytes = s.rate_bytes_per_s * s.base_rtt_us // 1_000_000
+    checker = Checker(target.label, mds, target.family, profile.min_window_datagrams, provisional,
+                      bdp_bytes=bdp_bytes)
     try:
         sim = _Sim(s, seed, header, controller, checker, check, Truth(ecn=profile.ecn))
         sim.run()

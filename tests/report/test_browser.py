@@ -73,7 +73,7 @@ def test_finding_page_shows_the_plot(death_report, tmp_path):
         assert plot.format == "PNG" and plot.size == (900, 840)
         assert len(plot.getcolors(1 << 16) or []) > 10          # a drawing, not a blank canvas
     text = " ".join(page.text)
-    assert "t is the elapsed time from the beginning of the current congestion avoidance stage" in text
+    assert "where t is the elapsed time in seconds from the beginning of the current congestion avoidance stage" in text
     assert "idle-shift-from-last-send" in text
     assert "docker compose run --rm replay" in text and "ccdiff replay" in text
     ids = {a.get("id") for _, a in page.found}

@@ -67,7 +67,7 @@ def test_finding_md_is_a_complete_upstream_report(death_report):
                     "## Expected vs actual at event 35", "## Reproducer", "## How to replay"):
         assert section in md, section
     assert "ae3d74f54c01a8be984dabe97ec79b9fceba5054177f703c012ed0f9dc541f81" in md      # pinned crate
-    assert "> t is the elapsed time from the beginning of the current congestion avoidance stage" in md
+    assert "> where t is the elapsed time in seconds from the beginning of the current congestion avoidance stage" in md
     assert "- `ccdiff's note on quiche 0.26.0 (stack.toml): carries the idle-restart death spiral " \
         "(cubic.rs:152-176)`" in md                                                    # code location
     assert "- `idle-shift-from-last-send: src/recovery/congestion/cubic.rs:151-176 (0.26.0)" in md
