@@ -315,10 +315,18 @@ def test_reported_slow_start_above_ssthresh_is_judged_as_avoidance():
 
 
 def flow_recovering_from_persistent_congestion() -> Flow:
+    """A persistent congestion a connection can declare (RFC 9002 §7.6.2: a prior RTT sample,
+    two lost packets further apart than the duration, nothing between them acknowledged),
+    then six round trips; flow.collapse_t is when the window collapsed."""
     flow = Flow()
-    flight = flow.send(4)
+    flow.round_trip(1, RTT)
+    flow.wait(100)
+    flight = flow.send(2)
+    flow.wait(12 * RTT)     # > (50000 + 4 * 25000 + 25000) * 3 after one sample (RFC 9002 §7.6.1)
+    flight += flow.send(2)
     flow.wait(RTT)
     flow.lose(flight, persistent=True)
+    flow.collapse_t = flow.now
     flow.wait(100)
     for _ in range(6):
         flow.round_trip(3, RTT)
@@ -344,19 +352,19 @@ def test_stuck_near_minimum_is_flagged():
     """A window frozen at 2.7 datagrams (above the 2-datagram floor of RFC 9002 §7.2) while
     packets sent after the last signal keep being acknowledged is the same failure."""
     frozen = int(2.7 * MDS)
-    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > RTT else s  # noqa: E731
-    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), pin, None)
-    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), pin,
-                                                100 * MDS)
+    flow = flow_recovering_from_persistent_congestion()
+    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > flow.collapse_t else s  # noqa: E731
+    assert "stuck-at-minimum" in check_with_bdp(flow, pin, None)
+    assert "stuck-at-minimum" in check_with_bdp(flow, pin, 100 * MDS)
+    assert "stuck-at-minimum" not in check_with_bdp(flow, lambda i, ev, b, s: s, None)
 
 
 def test_small_window_on_a_tiny_bdp_path_is_not_stuck():
     """Where the path's bandwidth-delay product is itself about 2.5 datagrams, a window of 2.7
     datagrams is the path's operating point, not a frozen controller."""
     frozen = int(2.7 * MDS)
-    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > RTT else s  # noqa: E731
-    assert "stuck-at-minimum" not in check_with_bdp(flow_recovering_from_persistent_congestion(), pin,
-                                                    int(2.5 * MDS))
-    at_floor = lambda i, ev, b, s: s._replace(cwnd=2 * MDS) if ev.t > RTT else s  # noqa: E731
-    assert "stuck-at-minimum" in check_with_bdp(flow_recovering_from_persistent_congestion(), at_floor,
-                                                int(2.5 * MDS))
+    flow = flow_recovering_from_persistent_congestion()
+    pin = lambda i, ev, b, s: s._replace(cwnd=frozen) if ev.t > flow.collapse_t else s  # noqa: E731
+    assert "stuck-at-minimum" not in check_with_bdp(flow, pin, int(2.5 * MDS))
+    at_floor = lambda i, ev, b, s: s._replace(cwnd=2 * MDS) if ev.t > flow.collapse_t else s  # noqa: E731
+    assert "stuck-at-minimum" in check_with_bdp(flow, at_floor, int(2.5 * MDS))

@@ -241,7 +241,10 @@ def collapse_then_slow_start_to_avoidance() -> Flow:
     slow start from the minimum window until it crosses ssthresh = 16,800."""
     flow = Flow()
     flow.round_trip(10, RTT)
-    flight = flow.send(4)
+    flow.wait(100)          # RFC 9002 §7.6.2: lost packets sent after the first RTT sample,
+    flight = flow.send(2)   # two of them further apart than the persistent congestion duration
+    flow.wait(12 * RTT)
+    flight += flow.send(2)
     flow.wait(4 * RTT)
     flow.lose(flight, persistent=True)
     flow.wait(100)
@@ -288,7 +291,10 @@ def test_ack_that_reveals_persistent_congestion_grows_from_the_minimum_rfc9002_b
     reduction, not a collapse)."""
     flow = Flow()
     flow.round_trip(10, RTT)
-    lost = flow.send(4)
+    flow.wait(100)          # RFC 9002 §7.6.2: lost packets sent after the first RTT sample,
+    lost = flow.send(2)     # two of them further apart than the persistent congestion duration
+    flow.wait(12 * RTT)
+    lost += flow.send(2)
     flow.wait(10)
     late = flow.send(6)
     flow.wait(4 * RTT)
