@@ -124,13 +124,36 @@ def test_exact_verdicts_compare_indices_and_counts_split_verdicts_only_the_set()
     assert verdict(one, exact=True) == verdict([Finding("s", "ca-growth-bound", 4, 7, "x", count=2)], exact=True)
 
 
+# The verdict changes the stacks' own code makes, each traced to it in docs/metamorphic.md
+# ("Results"): (trace, stack name) -> the relations that change and why.  Every other
+# (trace, stack, relation) must keep its verdict; a change here that is not listed, or a
+# listed one that no longer happens, fails the test -- the list is exact, not a waiver.
+PN0 = ("picoquic's loss filter starts at packet number 0 (picoquic_cc_hystart_loss_test, "
+       "cc_common.c): a loss of packet 0 is never counted, as on a fresh real connection")
+PER_FRAME = ("ngtcp2 applies a congestion event and growth per ACK frame "
+             "(ngtcp2_cc_cubic_cc_on_ack_recv): two frames are a different input; only documented "
+             "deviations move")
+KNOWN_STACK_CHANGES = {
+    ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
+    ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@5"}, PER_FRAME),
+    ("idle-restart.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
+    ("quiche-missed-event-then-growth.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@12"}, PER_FRAME),
+}
+
+
 @pytest.mark.parametrize("spec", all_specs())
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: Path(p).name)
 def test_no_relation_changes_a_verdict(path, spec):
+    """Shifts, offsets and splits keep every verdict, except the listed changes the stack's
+    own code makes; and those change only documented deviations, never a violation."""
     from ccdiff.build import ensure_built
     ensure_built(spec)
-    changed = [(r.relation, r.before, r.after) for r in check_trace(load_any(path), spec) if r.changed]
-    assert changed == []
+    rows = [r for r in check_trace(load_any(path), spec) if r.changed]
+    expected, why = KNOWN_STACK_CHANGES.get((Path(path).name, spec.split("@")[0]), (set(), ""))
+    assert {r.relation for r in rows} == expected, why
+    for row in rows:
+        violations = [{v[:2] for v in verdict if v[2] == "violation"} for verdict in (row.before, row.after)]
+        assert violations[0] == violations[1], (row.relation, why)
 
 
 def test_check_harness_cli_reports_a_change_with_exit_1_and_none_with_exit_0(tmp_path):
