@@ -174,20 +174,28 @@ def test_persistent_congestion_ignored():
     assert "persistent-congestion-ignored" in check(lossy_flow(), ignore)
 
 
-def test_stuck_at_minimum():
+def flow_recovering_from_persistent_congestion(packets_per_round: int = 3) -> Flow:
+    """A persistent congestion a connection can declare (RFC 9002 §7.6.2: a prior RTT sample,
+    two lost packets further apart than the duration, nothing between them acknowledged),
+    then six round trips; flow.collapse_t is when the window collapsed."""
     flow = Flow()
-    flow.round_trip(1, RTT)                     # RFC 9002 §7.6.2 needs a prior RTT sample
+    flow.round_trip(1, RTT)
     flow.wait(100)
     flight = flow.send(2)
     flow.wait(12 * RTT)     # > (50000 + 4 * 25000 + 25000) * 3 after one sample (RFC 9002 §7.6.1)
     flight += flow.send(2)
     flow.wait(RTT)
     flow.lose(flight, persistent=True)
-    collapse_t = flow.now
+    flow.collapse_t = flow.now
     flow.wait(100)
     for _ in range(6):
-        flow.round_trip(2, RTT)
-    pin = lambda i, ev, b, s: with_cwnd(s, 2 * MDS) if ev.t > collapse_t else None  # noqa: E731
+        flow.round_trip(packets_per_round, RTT)
+    return flow
+
+
+def test_stuck_at_minimum():
+    flow = flow_recovering_from_persistent_congestion(packets_per_round=2)
+    pin = lambda i, ev, b, s: with_cwnd(s, 2 * MDS) if ev.t > flow.collapse_t else None  # noqa: E731
     assert "stuck-at-minimum" in check(flow, pin)
     assert check(flow) == set()
 
@@ -314,23 +322,6 @@ def test_reported_slow_start_above_ssthresh_is_judged_as_avoidance():
     assert "ca-growth-bound" in found and "ss-growth-bound" not in found
 
 
-def flow_recovering_from_persistent_congestion() -> Flow:
-    """A persistent congestion a connection can declare (RFC 9002 §7.6.2: a prior RTT sample,
-    two lost packets further apart than the duration, nothing between them acknowledged),
-    then six round trips; flow.collapse_t is when the window collapsed."""
-    flow = Flow()
-    flow.round_trip(1, RTT)
-    flow.wait(100)
-    flight = flow.send(2)
-    flow.wait(12 * RTT)     # > (50000 + 4 * 25000 + 25000) * 3 after one sample (RFC 9002 §7.6.1)
-    flight += flow.send(2)
-    flow.wait(RTT)
-    flow.lose(flight, persistent=True)
-    flow.collapse_t = flow.now
-    flow.wait(100)
-    for _ in range(6):
-        flow.round_trip(3, RTT)
-    return flow
 
 
 def check_with_bdp(flow: Flow, perturb, bdp_bytes) -> set:
