@@ -181,6 +181,36 @@ def cmd_decode(args) -> int:
     return EXIT_OK
 
 
+def cmd_minimize(args) -> int:
+    from .fuzzing.strictify import LENIENT_ONLY
+    from .fuzzing.triage import reduce, signatures
+    from .invariants import CATALOG
+    from .trace import dump_trace
+    if args.invariant not in CATALOG:
+        raise SetupError(f"--invariant {args.invariant!r}: unknown; one of {', '.join(sorted(CATALOG))}")
+    trace = load_trace(args.trace)
+    found = signatures(trace, args.stack)
+    mine = [sig for sig in found.values() if sig.invariant == args.invariant]
+    if not mine:
+        shown = ", ".join(sorted({sig.invariant for sig in found.values()})) or "no violation"
+        raise SetupError(f"{args.trace}: {args.invariant} does not fire on {args.stack} (it shows: {shown}); "
+                         "nothing to minimize")
+    sig = mine[0]
+    small, repair = reduce(trace, sig, args.stack)
+    small.header.name = f"{sig.stack} {sig.invariant}"
+    small.header.comment = f"ccdiff minimize: {len(trace.events)} -> {len(small.events)} events ({repair})"
+    text = dump_trace(small)
+    if args.output:
+        write_text_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    where = f" -> {args.output}" if args.output else ""
+    print(f"{args.trace}: {sig.invariant} ({sig.shape}) on {args.stack}: {len(trace.events)} -> "
+          f"{len(small.events)} events, {small.reachability}"
+          f"{' [' + LENIENT_ONLY + ']' if repair == LENIENT_ONLY else ''}{where}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_serve(args) -> int:
     import os
     from .serve import TOKEN_ENV, serve
@@ -377,7 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_replay, _add_matrix, _add_report, _add_validate, _add_stacks, _add_build,
-                _add_decode, _add_serve, _add_serve_reports, _add_conform, _add_sim, _add_scenarios):
+                _add_decode, _add_minimize, _add_serve, _add_serve_reports, _add_conform, _add_sim,
+                _add_scenarios):
         add(sub)
     from .fuzzing.command import add_parser as add_fuzz_parser
     add_fuzz_parser(sub)
@@ -481,6 +512,25 @@ def _add_decode(sub) -> None:
                               "head -c 64 /dev/urandom | ccdiff decode - | ccdiff validate /dev/stdin"])
     p.add_argument("input", help="binary file, or - for stdin")
     p.set_defaults(func=cmd_decode)
+
+
+def _add_minimize(sub) -> None:
+    p = add_command(sub, "minimize", summary="shrink a trace to the fewest events that still show a finding",
+                    description="Cut the trace at the invariant's first violation on the stack, shrink it "
+                                "by delta debugging over events (what fuzz triage does), then repair its "
+                                "timings so that a real connection's loss detection would produce every "
+                                "event (RFC 9002 §6.1, docs/trace-format.md 'Strict or lenient'), keeping it "
+                                "only if the same finding still fires. Writes the minimal trace (stdout or "
+                                "-o). Exit 0 with the trace, 2 if the invariant does not fire or on errors.",
+                    examples=["ccdiff minimize examples/death-spiral.jsonl --stack quiche@0.26.0 "
+                              "--invariant future-recovery-start -o min.jsonl",
+                              "ccdiff minimize reports/conform/traces/x.jsonl --stack ngtcp2 "
+                              "--invariant idle-inflation"])
+    p.add_argument("trace", metavar="TRACE", help="trace file (.jsonl)")
+    p.add_argument("--stack", required=True, metavar="SPEC", help="the stack it fires on, e.g. quiche@0.26.0")
+    p.add_argument("--invariant", required=True, metavar="ID", help="the invariant to keep, e.g. future-recovery-start")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the minimal trace here (default: stdout)")
+    p.set_defaults(func=cmd_minimize)
 
 
 def _add_serve(sub) -> None:

@@ -10,10 +10,12 @@ RFC 9002 §5 RTT estimate.
 """
 from __future__ import annotations
 
-from .trace import Ack, Header, Lost, PersistentCongestion, Sent
+from .trace import Ack, AppData, AppIdle, Header, Lost, PersistentCongestion, Sent
 
 SENT, ACKED, LOST, PERSISTENT_CONGESTION = 1, 2, 3, 4  # ccd_event_kind in ccdiff_adapter.h
-KIND_NAMES = {SENT: "sent", ACKED: "ack", LOST: "lost", PERSISTENT_CONGESTION: "persistent_congestion"}
+APP_IDLE, APP_DATA = 5, 6                              # ABI 3: the application's own events
+KIND_NAMES = {SENT: "sent", ACKED: "ack", LOST: "lost", PERSISTENT_CONGESTION: "persistent_congestion",
+              APP_IDLE: "app_idle", APP_DATA: "app_data"}
 
 
 class Rtt:
@@ -85,12 +87,16 @@ class Ledger:
         self.in_flight: dict[int, tuple] = {}  # pn -> (pn, sent_us, bytes, app_limited)
         self.declared_lost: dict[int, tuple] = {}
         self.bytes_in_flight = 0
+        self.app_idle = False                   # format 2: after app_idle, before app_data
 
     def resolve(self, ev) -> Resolved:
         kind = type(ev)
         before = self.bytes_in_flight
         if kind is Sent:
             t, pn, size, app_limited = ev   # unpacking beats NamedTuple attribute access
+            # A packet sent while the application has no data (a retransmission, a probe)
+            # does not use the window it was given: app-limited (RFC 9002 §7.8).
+            app_limited = app_limited or self.app_idle
             packet = (pn, t, size, app_limited)
             self.in_flight[pn] = packet
             self.bytes_in_flight = after = before + size
@@ -121,4 +127,8 @@ class Ledger:
             return Resolved(LOST, ev.t, before, after, tuple(lost), self.rtt_values)
         if kind is PersistentCongestion:
             return Resolved(PERSISTENT_CONGESTION, ev.t, before, before, (), self.rtt_values)
+        if kind is AppIdle or kind is AppData:
+            self.app_idle = kind is AppIdle
+            return Resolved(APP_IDLE if self.app_idle else APP_DATA, ev.t, before, before, (),
+                            self.rtt_values, app_limited=self.app_idle)
         raise TypeError(f"not a trace event: {ev!r}")

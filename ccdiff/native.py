@@ -9,7 +9,7 @@ from .clock import DEFAULT_CLOCK_BASE_US, check_clock_base
 from .errors import SetupError
 from .snapshot import PHASES, UNKNOWN, Snapshot
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 CCD_NONE = 2**64 - 1
 CCD_NO_TIME = -(2**63)
 FLAG_APP_LIMITED, FLAG_ECN_CE = 1, 2

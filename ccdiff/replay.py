@@ -17,7 +17,8 @@ from .errors import SetupError
 from .invariants import Checker, Finding, Truth
 from .ledger import Ledger
 from .native import AdapterError
-from .profiles import Profile, load_profile
+from .profiles import Profile, judge, load_profile
+from .status import status_of
 from .stacks import Target, load_recipes, open_controller, resolve
 from .trace import Trace, judge_reachability
 
@@ -110,20 +111,7 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
                 run_findings.append(divergence)
         for finding in run_findings:
             finding.line = trace.line_of(finding.event_index)
-            explaining = run.profile.explaining(finding.invariant)
-            if explaining:
-                finding.status = "deviation"
-                finding.detail += "; documented deviations: " + ", ".join(d["id"] for d in explaining)
-        broken = [f.invariant for f in run_findings
-                  if f.status == "violation" and f.invariant != "trajectory-divergence"]
-        for finding in run_findings:
-            # A divergence on a run that also broke an RFC rule is that bug's footprint,
-            # not a documented deviation.
-            if finding.invariant == "trajectory-divergence" and broken:
-                finding.status = "violation"
-                finding.detail = finding.detail.split("; documented deviations")[0] + \
-                    f" (follows {', '.join(broken)})"
-        findings.extend(sorted(run_findings, key=lambda f: f.event_index))
+        findings.extend(sorted(judge(run_findings, run.profile), key=lambda f: f.event_index))
     visible = {label: run for label, run in runs.items() if not run.hidden}
     judge_reachability(trace)
     return ReplayResult(trace, visible, findings)
@@ -141,8 +129,16 @@ def reachability_fields(trace: Trace) -> dict:
 def finding_dicts(result: ReplayResult) -> list:
     """Findings as JSON; those from a lenient trace say so: a real connection's loss
     detection would not have produced every event they rest on."""
-    lenient = judge_reachability(result.trace).reachability == "lenient"
-    return [dict(f.to_dict(), reachability="lenient") if lenient else f.to_dict() for f in result.findings]
+    reachability = judge_reachability(result.trace).reachability
+    out = []
+    for f in result.findings:
+        d = dict(f.to_dict(), reachability="lenient") if reachability == "lenient" else f.to_dict()
+        run = result.runs.get(f.stack)
+        if run is not None:       # the status line of ccdiff/status.py, the reports' first line
+            d["upstream_status"] = status_of(f.status, f.invariant, run.target.version, run.profile.known,
+                                             reachability, f.detail).text
+        out.append(d)
+    return out
 
 
 def compare_trajectories(run: Run, ref: Run, trace: Trace) -> Finding | None:

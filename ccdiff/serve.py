@@ -42,7 +42,7 @@ MAX_REQUEST = int(os.environ.get("CCDIFF_SERVE_MAX_REQUEST_MB", "48")) << 20
 MAX_CONNECTIONS = 512
 IDLE_TIMEOUT = float(os.environ.get("CCDIFF_SERVE_IDLE_TIMEOUT", "600"))   # seconds between requests
 MAX_BATCH = 4096            # events per step request (the client sends 2048)
-EVENT_KINDS = range(1, 5)   # enum ccd_event_kind: CCD_SENT .. CCD_PERSISTENT_CONGESTION (ccdiff_adapter.h)
+EVENT_KINDS = range(1, 7)   # enum ccd_event_kind: CCD_SENT .. CCD_APP_DATA (ccdiff_adapter.h)
 TOKEN_ENV = "CCDIFF_SERVE_TOKEN"
 
 

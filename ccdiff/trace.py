@@ -2,9 +2,14 @@
 
 Example (docs/trace-format.md has the full reference)::
 
-    {"ccdiff_trace": 1, "max_datagram_size": 1200}
+    {"ccdiff_trace": 2, "max_datagram_size": 1200}
     {"t": 0, "ev": "sent", "pn": 0, "bytes": 1200}
+    {"t": 1000, "ev": "app_idle"}
     {"t": 10000, "ev": "ack", "pns": [0], "ack_delay": 0}
+
+Format 2 adds the application's own events: ``app_idle`` (a send found no
+application data to send) and ``app_data`` (the application has data again).
+Format 1 files, with per-packet ``app_limited`` flags, stay readable.
 
 Parsing validates as it goes, so a trace that loads is causally consistent:
 time never goes backwards, packet numbers increase, an ACK or a loss names
@@ -20,7 +25,8 @@ from typing import Iterable, NamedTuple, Union
 
 from .reach import DEFAULT_MAX_ACK_DELAY_US, loss_detection_failure, persistent_congestion_failure
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2                 # the newest format; a trace without app events is written as 1
+TRACE_VERSIONS = (1, 2)
 DEFAULT_MAX_DATAGRAM_SIZE = 1200
 DEFAULT_INITIAL_RTT_US = 333_000  # RFC 9002 §6.2.2: kInitialRtt = 333 ms
 MAX_PACKET_BYTES = 65_527         # RFC 9000 §18.2: max_udp_payload_size upper bound
@@ -68,8 +74,20 @@ class PersistentCongestion(NamedTuple):
     t: int
 
 
-Event = Union[Sent, Ack, Lost, PersistentCongestion]
-EVENT_NAMES = {Sent: "sent", Ack: "ack", Lost: "lost", PersistentCongestion: "persistent_congestion"}
+class AppIdle(NamedTuple):
+    """Format 2: a send found no application data (the application is idle, RFC 9438 §5.8)."""
+    t: int
+
+
+class AppData(NamedTuple):
+    """Format 2: the application has data to send again."""
+    t: int
+
+
+Event = Union[Sent, Ack, Lost, PersistentCongestion, AppIdle, AppData]
+EVENT_NAMES = {Sent: "sent", Ack: "ack", Lost: "lost", PersistentCongestion: "persistent_congestion",
+               AppIdle: "app_idle", AppData: "app_data"}
+APP_EVENTS = (AppIdle, AppData)
 
 
 @dataclass
@@ -79,6 +97,7 @@ class Header:
     name: str = ""
     comment: str = ""
     max_ack_delay: int = DEFAULT_MAX_ACK_DELAY_US  # the peer's, µs (RFC 9000 §18.2)
+    version: int = 1                               # "ccdiff_trace"; 2 when it has app events
 
 
 @dataclass
@@ -103,6 +122,8 @@ _EVENT_FIELDS = {
     "ack": ({"t", "ev", "pns"}, {"ack_delay", "ecn_ce"}),
     "lost": ({"t", "ev", "pns"}, set()),
     "persistent_congestion": ({"t", "ev"}, set()),
+    "app_idle": ({"t", "ev"}, set()),
+    "app_data": ({"t", "ev"}, set()),
 }
 
 
@@ -172,6 +193,7 @@ class _Causality:
         self.last_t = 0
         self.last_pn = -1
         self.last_event = None
+        self.app_idle = False               # format 2: between app_idle and app_data
         self.start(Header())
 
     def start(self, header: Header) -> None:
@@ -250,7 +272,9 @@ class _Causality:
         revealing_ack = self.pending_pc is not None and kind is Ack and ev.t == self.pending_pc[0]
         if self.pending_pc is not None and not revealing_ack:
             self.settle_persistent_congestion()
-        if kind is Sent:
+        if kind is AppIdle or kind is AppData:
+            self.check_app(ev, fail)
+        elif kind is Sent:
             if ev.pn <= self.last_pn:
                 fail(f"packet number {ev.pn} is not above the previous one ({self.last_pn}); "
                      "QUIC packet numbers increase (RFC 9000 §12.3)")
@@ -303,6 +327,22 @@ class _Causality:
         self.last_t = ev.t
         self.last_event = ev
 
+    def check_app(self, ev, fail) -> None:
+        """Format 2 application events alternate: idle, data, idle, ...
+
+        An application that has nothing to send cannot run out again, nor get "data again"
+        while it has data.  Loss detection's "lost" + "persistent_congestion" pair is one
+        step of the connection: no application event comes between them.
+        """
+        if type(ev) is AppIdle:
+            if self.app_idle:
+                fail('"app_idle" while the application is already idle (no "app_data" since)')
+            self.app_idle = True
+        else:
+            if not self.app_idle:
+                fail('"app_data" while the application is not idle (expected an "app_idle" before it)')
+            self.app_idle = False
+
 
 def _parse_header(obj, fail) -> Header:
     if not isinstance(obj, dict) or "ccdiff_trace" not in obj:
@@ -310,9 +350,10 @@ def _parse_header(obj, fail) -> Header:
     unknown = set(obj) - _HEADER_FIELDS
     if unknown:
         fail(f"unknown header field {sorted(unknown)[0]!r}; known: {', '.join(sorted(_HEADER_FIELDS))}")
-    if obj["ccdiff_trace"] != TRACE_VERSION or isinstance(obj["ccdiff_trace"], bool):
-        fail(f"unsupported trace version {json.dumps(obj['ccdiff_trace'])}; this ccdiff reads version {TRACE_VERSION}")
-    header = Header()
+    if obj["ccdiff_trace"] not in TRACE_VERSIONS or isinstance(obj["ccdiff_trace"], bool):
+        fail(f"unsupported trace version {json.dumps(obj['ccdiff_trace'])}; this ccdiff reads versions "
+             f"{' and '.join(map(str, TRACE_VERSIONS))}")
+    header = Header(version=obj["ccdiff_trace"])
     if "max_datagram_size" in obj:
         header.max_datagram_size = _int(obj, "max_datagram_size", 1200, MAX_PACKET_BYTES, fail)
     if "initial_rtt_us" in obj:
@@ -331,7 +372,7 @@ def _parse_header(obj, fail) -> Header:
     return header
 
 
-def _parse_event(obj, fail):
+def _parse_event(obj, fail, version: int = TRACE_VERSION):
     if not isinstance(obj, dict):
         fail(f"an event must be a JSON object, got {type(obj).__name__}")
     name = obj.get("ev")
@@ -346,6 +387,10 @@ def _parse_event(obj, fail):
         fail(f'unknown field "{sorted(unknown)[0]}" in "{name}" event; '
              f"known: {', '.join(sorted(required | optional))}")
     t = _int(obj, "t", 0, MAX_TIME_US, fail)
+    if name in ("app_idle", "app_data"):
+        if version < 2:
+            fail(f'"{name}" is a format 2 event: the header must say "ccdiff_trace": 2')
+        return AppIdle(t) if name == "app_idle" else AppData(t)
     if name == "sent":
         return Sent(t, _int(obj, "pn", 0, MAX_PN, fail), _int(obj, "bytes", 1, MAX_PACKET_BYTES, fail),
                     _bool(obj, "app_limited", fail))
@@ -379,7 +424,7 @@ def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
             header = _parse_header(obj, fail)
             causality.start(header)
             continue
-        ev = _parse_event(obj, fail)
+        ev = _parse_event(obj, fail, header.version)
         causality.check(ev, fail, lineno)
         events.append(ev)
         event_lines.append(lineno)
@@ -479,11 +524,16 @@ def event_to_dict(ev) -> dict:
         return d
     if kind is Lost:
         return {"t": ev.t, "ev": "lost", "pns": _ranges(ev.pns)}
-    return {"t": ev.t, "ev": "persistent_congestion"}
+    return {"t": ev.t, "ev": EVENT_NAMES[kind]}
 
 
-def header_to_dict(header: Header) -> dict:
-    d = {"ccdiff_trace": TRACE_VERSION, "max_datagram_size": header.max_datagram_size}
+def trace_version(events) -> int:
+    """The oldest format that can hold these events: 1 unless there are application events."""
+    return 2 if any(type(ev) in APP_EVENTS for ev in events) else 1
+
+
+def header_to_dict(header: Header, version: int | None = None) -> dict:
+    d = {"ccdiff_trace": version or header.version, "max_datagram_size": header.max_datagram_size}
     if header.initial_rtt_us != DEFAULT_INITIAL_RTT_US:
         d["initial_rtt_us"] = header.initial_rtt_us
     if header.max_ack_delay != DEFAULT_MAX_ACK_DELAY_US:
@@ -497,5 +547,6 @@ def header_to_dict(header: Header) -> dict:
 
 def dump_trace(trace: Trace) -> str:
     """Canonical text: the same trace always gives the same bytes."""
-    rows = [header_to_dict(trace.header)] + [event_to_dict(ev) for ev in trace.events]
+    version = trace_version(trace.events)
+    rows = [header_to_dict(trace.header, version)] + [event_to_dict(ev) for ev in trace.events]
     return "".join(json.dumps(row, separators=(", ", ": ")) + "\n" for row in rows)

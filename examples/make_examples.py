@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ccdiff.ledger import Ledger                          # noqa: E402
-from ccdiff.trace import Ack, Header, Lost, Sent, Trace, dump_trace  # noqa: E402
+from ccdiff.trace import Ack, AppData, AppIdle, Header, Lost, Sent, Trace, dump_trace  # noqa: E402
 from oracle import Cubic                                  # noqa: E402
 
 MDS = 1200
@@ -52,15 +52,17 @@ def death_spiral() -> Trace:
     """
     rtt, w = 10_000, Writer()
     t = 0
-    flight = w.send(t, 4)
+    flight = w.send(t, 5)
     for _ in range(5):
-        a, b, c, d = flight
+        a, b, c, d, e = flight
         t_ack = t + rtt
-        w.lose(t_ack, [a])                # loss detection runs before the ACK hook
-        w.ack(t_ack, [b, c])
+        # The ACK of b..d makes a lost by RFC 9002 §6.1's packet threshold (3 later
+        # packets acknowledged); loss detection runs before the ACK hook.
+        w.lose(t_ack, [a])
+        w.ack(t_ack, [b, c, d])
         nxt = t_ack + 100
-        flight = w.send(nxt, 4) if _ < 4 else []
-        w.ack(t_ack + 200, [d])           # sent before the recovery start: no growth
+        flight = w.send(nxt, 5) if _ < 4 else []
+        w.ack(t_ack + 200, [e])           # sent before the recovery start: no growth
         t = nxt
     now = t_ack + 200                     # the pipe just drained
     outstanding = w.send(now, 2)
@@ -90,6 +92,7 @@ def idle_restart() -> Trace:
 
     pending = []       # (ack time, pn)
     now, pn = 0, 0
+    lost = []          # the one lost packet, until RFC 9002 §6.1 lets the sender declare it
 
     def fill(t, stop_sending):
         nonlocal pn
@@ -109,17 +112,26 @@ def idle_restart() -> Trace:
             del pending[:len(batch)]
             now = t_ack
             if batch[0] == 30:                       # the one loss: leave slow start
-                emit(Lost(now, (30,)))
+                lost.append(30)
                 batch = batch[1:]
+            if lost and batch and batch[-1] >= lost[0] + 3:
+                # RFC 9002 §6.1 packet threshold: declared when 3 later packets are acked.
+                emit(Lost(now, tuple(lost)))
+                lost.clear()
             if batch:
                 emit(Ack(now, tuple(batch)))
             fill(now, not sending or now >= t_end)
         now = max(now, t_end)
 
+    # The application's own events (trace format 2): its send call finds no data at the
+    # end of each bulk phase, and it has data again when the next one starts.
     run_until(3_000_000, sending=True)    # bulk for 3 s
+    emit(AppIdle(now))
     run_until(3_000_000, sending=False)   # drain
     now = 11_000_000                      # 8 s idle
+    emit(AppData(now))
     run_until(13_000_000, sending=True)   # bulk for 2 s
+    emit(AppIdle(now))
     run_until(13_000_000, sending=False)
     header = Header(MDS, name="idle-restart",
                     comment="bulk in congestion avoidance, 8 s idle, bulk again (RFC 9438 §4.2 idle)")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ccdiff.ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+from ccdiff.ledger import ACKED, APP_DATA, APP_IDLE, LOST, PERSISTENT_CONGESTION, SENT
 from ccdiff.snapshot import (APP_LIMITED, CONGESTION_AVOIDANCE, RECOVERY, SLOW_START,
                              Snapshot)
 
@@ -27,6 +27,7 @@ class Controller:
         self.recovery_start = None
         self.in_recovery = False
         self.last_sent_app_limited = False
+        self.app_idle = False          # format 2: the application said it has no data
         self.smoothed_rtt = initial_rtt_us
 
     # -- the one entry point -------------------------------------------------
@@ -41,6 +42,10 @@ class Controller:
             self.on_lost(ev)
         elif kind == PERSISTENT_CONGESTION:
             self.on_persistent_congestion(ev)
+        elif kind == APP_IDLE or kind == APP_DATA:
+            # RFC 9438 §5.8: an application-limited sender; the window is not updated by
+            # the application's events themselves (§4.2's t rule acts on the next send).
+            self.app_idle = kind == APP_IDLE
         return self.snapshot(ev)
 
     # -- RFC 9002 §7 rules shared by CUBIC and NewReno -----------------------
@@ -97,7 +102,7 @@ class Controller:
     def phase(self, ev) -> str:
         if self.in_recovery:
             return RECOVERY
-        if self.last_sent_app_limited and ev.bytes_in_flight_after < self.cwnd:
+        if (self.app_idle or self.last_sent_app_limited) and ev.bytes_in_flight_after < self.cwnd:
             return APP_LIMITED
         return SLOW_START if self.cwnd < self.ssthresh else CONGESTION_AVOIDANCE
 

@@ -37,12 +37,14 @@ SERVER_SECONDS = 2    # a server that started serves until then
 # fails test_every_value_option_is_classified until someone says what it is.
 INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
           ("build", "source"), ("decode", "input"), ("serve-reports", "folder"), ("conform", "baseline"),
-          ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds")}
+          ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
-           ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings")}
+           ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings"),
+           ("minimize", "output")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
              ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
-             ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants")}
+             ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
+             ("minimize", "stack"), ("minimize", "invariant")}
 ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
 ZERO_IS_ERROR = {("conform", "seeds")}   # `conform --seeds 0` ran nothing and passed
 
@@ -128,6 +130,9 @@ def base_args(command: str, scratch: Scratch, out: Path) -> dict:
         "fuzz": {"stack": ["--stack", "nosuch-stack"], "engine": ["--engine", "hypothesis"],
                  "time": ["--time", "1s"], "findings": ["--findings", str(out / "findings")]},
         "check-harness": {"stack": ["--stack", "oracle"], "traces": [TRACE], "relations": ["--relations", "pn"]},
+        # the oracle varied as quiche 0.26.0 measured idle: the death spiral fires in ~0.2 s
+        "minimize": {"trace": [TRACE], "stack": ["--stack", "oracle:idle=last-send"],
+                     "invariant": ["--invariant", "future-recovery-start"], "output": ["-o", str(out / "min.jsonl")]},
     }
     assert command in bases, f"add a cheap valid invocation of `ccdiff {command}` to base_args"
     return bases[command]

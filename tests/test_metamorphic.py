@@ -135,7 +135,7 @@ PER_FRAME = ("ngtcp2 applies a congestion event and growth per ACK frame "
              "deviations move")
 KNOWN_STACK_CHANGES = {
     ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
-    ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@5"}, PER_FRAME),
+    ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@6"}, PER_FRAME),
     ("idle-restart.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
     ("quiche-missed-event-then-growth.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@12"}, PER_FRAME),
 }

@@ -3,7 +3,7 @@
 Sources: rfc/ (the editors' kramdown files).  Markup is normalised (ccdiff/rfctext.py); an
 ellipsis "..." joins fragments that must each appear, in order, in the same section.
 
-Marker convention for prose (docs/*.md, README.md, profiles): an RFC quote is written
+Marker convention for prose (docs/*.md, README.md, profiles, scenarios): an RFC quote is written
 `RFC NNNN §X.Y: “verbatim text”` -- the citation, a colon, then the text in curly quotes.
 Everything written that way is checked against that section.
 """
@@ -23,7 +23,7 @@ NORMATIVE = ("MUST", "SHOULD", "RECOMMENDED", "MAY")
 
 def prose_files() -> list:
     files = sorted(ROOT.glob("docs/*.md")) + [ROOT / "README.md"]
-    return files + sorted(ROOT.glob("implementations/*/profile.toml"))
+    return files + sorted(ROOT.glob("implementations/*/profile.toml")) + sorted(ROOT.glob("scenarios/*.toml"))
 
 
 def marked_quotes() -> list:
@@ -99,3 +99,12 @@ def test_prose_quotes_are_verbatim():
     assert any(path == "docs/invariants.md" for path, *_ in quotes), "the generated catalog uses the marker"
     for path, rfc, section, quote in quotes:
         assert find_quote(quote, rfc, section), f"{path}: “{quote}” is not in RFC {rfc} §{section}"
+
+
+def test_scenario_targets_quote_the_rfc_verbatim_or_say_they_paraphrase():
+    """A target written `RFC NNNN §X: text` reads as a quote: it must be a marked verbatim quote
+    (checked above); a summary says so: `RFC NNNN §X (in short: ...)`."""
+    loose = re.compile(r'^\s*"RFC \d+[^:"(]*: (?!“)')   # a target line: "RFC ... §X: text"
+    offenders = [(p.name, line) for p in sorted(ROOT.glob("scenarios/*.toml"))
+                 for line in p.read_text(encoding="utf-8").splitlines() if loose.search(line)]
+    assert offenders == []

@@ -96,7 +96,7 @@ def test_open_values_out_of_range_are_refused_not_wrapped(overrides, error):
 
 @pytest.mark.parametrize("overrides, error", [
     ({"t": 2**64}, "t must be an integer in [0, 9007199254740992], got 18446744073709551616"),
-    ({"kind": 2**32 + 1}, "kind must be an integer in [1, 4], got 4294967297"),
+    ({"kind": 2**32 + 1}, "kind must be an integer in [1, 6], got 4294967297"),
     ({"packets": [[0, 0, 2**32 + 1200, False]]}, "packet bytes must be an integer in [1, 65527], got 4294968496"),
     ({"rtt": [0, -1, 0, 0]}, "rtt must be an integer in [0, 9007199254740992], got -1"),
     ({"bif": -1}, "bytes_in_flight must be an integer in [0, 4611686018427387904], got -1"),

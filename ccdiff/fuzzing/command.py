@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import SetupError
 from ..paths import project_root
 from ..stacks import resolve
+from .strictify import LENIENT_ONLY
 from .triage import Triage, stack_folder_name
 
 DEFAULT_SEEDS = "fuzz/seeds/no-loss"
@@ -178,7 +179,8 @@ def cmd_fuzz(args) -> int:
     print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
     for stored in new:
         sig = stored.signature
-        print(f"  {sig.invariant} ({sig.shape}), {stored.events} events:\n    {triage.replay_command(stored)}")
+        label = f" [{stored.repair}]" if stored.repair == LENIENT_ONLY else ""
+        print(f"  {sig.invariant} ({sig.shape}), {stored.events} events{label}:\n    {triage.replay_command(stored)}")
     if triage.stored and not args.no_report:
         _report(triage)
     return 1 if triage.stored else 0

@@ -30,7 +30,9 @@ from pathlib import Path
 
 from ..encoding import decode
 from ..replay import replay
-from ..trace import Ack, Lost, PersistentCongestion, Sent, Trace, TraceError, dump_trace, parse_trace_text
+from ..trace import (EVENT_NAMES, Ack, AppData, AppIdle, Lost, PersistentCongestion, Sent, Trace, TraceError,
+                     dump_trace, judge_reachability, parse_trace_text)
+from .strictify import LENIENT_ONLY, make_strict
 
 MAX_TESTS = 3000   # replays one minimization may spend
 STAGING = ".staging"   # under the stack's folder: same file system, so rename(2) is atomic
@@ -53,6 +55,7 @@ class Stored:
     folder: Path
     events: int
     found_by: list = field(default_factory=list)
+    repair: str = ""      # strictify's outcome: strict as found, repaired, or LENIENT_ONLY
 
 
 def stack_folder_name(label: str) -> str:
@@ -60,8 +63,7 @@ def stack_folder_name(label: str) -> str:
 
 
 def _kinds(trace: Trace) -> list:
-    names = {Sent: "sent", Ack: "ack", Lost: "lost", PersistentCongestion: "persistent_congestion"}
-    return [names[type(e)] for e in trace.events]
+    return [EVENT_NAMES[type(e)] for e in trace.events]
 
 
 def signatures(trace: Trace, spec: str) -> dict:
@@ -81,11 +83,16 @@ def signatures(trace: Trace, spec: str) -> dict:
 
 def _repair(events: list) -> list:
     """A causally consistent trace from a subset of events: ACKs and losses keep
-    only packets still sent, empty ones go, persistent congestion keeps its loss."""
-    sent, out = set(), []
+    only packets still sent, empty ones go, persistent congestion keeps its loss,
+    application events keep alternating (idle, data, idle, ...)."""
+    sent, out, idle = set(), [], False
     for ev in events:
         kind = type(ev)
-        if kind is Sent:
+        if kind is AppIdle or kind is AppData:
+            if (kind is AppIdle) != idle:
+                idle = kind is AppIdle
+                out.append(ev)
+        elif kind is Sent:
             sent.add(ev.pn)
             out.append(ev)
         elif kind in (Ack, Lost):
@@ -106,9 +113,13 @@ def _valid(trace: Trace, events: list) -> Trace | None:
 
 
 def minimize(trace: Trace, spec: str, key: str) -> Trace:
-    """ddmin over events: the smallest trace (1-minimal, within MAX_TESTS) still showing `key`."""
+    """ddmin over events: the smallest trace (1-minimal, within MAX_TESTS) still showing `key`.
+
+    A strict trace shrinks to a strict one: every candidate must stay reachable (a loss
+    with no later packet acknowledged, the usual shortcut of ddmin, is not)."""
     tests = 0
     cache: dict = {}
+    strict = judge_reachability(trace).reachability == "strict"
 
     def interesting(events: list) -> bool:
         nonlocal tests
@@ -117,7 +128,8 @@ def minimize(trace: Trace, spec: str, key: str) -> Trace:
         if ident not in cache:
             tests += 1
             candidate = _valid(trace, repaired)
-            cache[ident] = candidate is not None and key in signatures(candidate, spec)
+            cache[ident] = (candidate is not None and (not strict or candidate.reachability == "strict")
+                            and key in signatures(candidate, spec))
         return cache[ident]
 
     events = list(trace.events)
@@ -160,11 +172,12 @@ class Triage:
         except (OSError, ValueError):
             return None
         stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), self.folder / key,
-                        data["events"], data["found_by"])
+                        data["events"], data["found_by"], data.get("reachability_repair", ""))
         self.stored[key] = stored
         return stored
 
-    def _publish(self, sig: Signature, files: dict, events: int, engine: str, source: str) -> Stored | None:
+    def _publish(self, sig: Signature, files: dict, events: int, engine: str, source: str,
+                 repair: str = "") -> Stored | None:
         """Write `files` (name -> bytes) and finding.json into a staging folder, then rename it
         to the signature's folder.  Returns the new entry, or None when another worker
         published the same signature first (its entry then lists `engine` too)."""
@@ -174,7 +187,7 @@ class Triage:
         tmp.chmod(0o755)                                  # mkdtemp's 0700 would hide it from readers
         for name, data in files.items():
             (tmp / name).write_bytes(data)
-        stored = Stored(sig, self.folder / sig.key, events, [engine])
+        stored = Stored(sig, self.folder / sig.key, events, [engine], repair)
         self._write_info(stored, source, into=tmp)
         try:
             os.rename(tmp, stored.folder)
@@ -208,12 +221,12 @@ class Triage:
                     stored.found_by.append(engine)
                     self._write_info(stored, "")
                 continue
-            small = minimize(_cut(trace, sig, self.spec), self.spec, key)
+            small, repair = reduce(trace, sig, self.spec)
             small.header.name = f"{sig.stack} {sig.invariant}"
             small.header.comment = (f"found by ccdiff fuzz ({engine}); minimized by delta debugging "
                                     f"from {len(trace.events)} events")
             files = {"reproducer.jsonl": dump_trace(small).encode(), "input.bin": data}
-            stored = self._publish(sig, files, len(small.events), engine, source)
+            stored = self._publish(sig, files, len(small.events), engine, source, repair)
             if stored is not None:
                 touched.append(stored)
         return touched
@@ -257,6 +270,10 @@ class Triage:
                 "replay": self.replay_command(stored)}
         if source:
             info["first_input"] = source
+        if stored.repair:
+            info["reachability_repair"] = stored.repair
+            if stored.repair == LENIENT_ONLY:
+                info["label"] = LENIENT_ONLY
         info.update(self._reachability((into or stored.folder) / "reproducer.jsonl"))
         path = (into or stored.folder) / "finding.json"
         if path.exists() and not source:
@@ -290,6 +307,23 @@ def native_failure(exe: Path, env: dict, data: bytes) -> tuple:
     return None, text
 
 
+def reduce(trace: Trace, sig: Signature, spec: str) -> tuple:
+    """(the smallest trace still showing `sig`, strictify's outcome): cut at the first
+    occurrence, ddmin, then -- a finding a real connection cannot produce is no bug report --
+    repair the timings loss detection would have set (strictify.py), or say it could not."""
+    fires = lambda t: sig.key in signatures(t, spec)    # noqa: E731
+    cut = _cut(trace, sig, spec)
+    # Repair first, while the trace still has the ACKs that let loss detection declare its
+    # losses; a strict trace then shrinks to a strict one.  Shrinking a lenient trace first
+    # drops exactly those ACKs (a loss with nothing acknowledged after it is 3 events).
+    strict, repair = make_strict(cut, fires, lambda events: _valid(cut, _repair(events)))
+    if strict is not None:
+        return minimize(strict, spec, sig.key), repair
+    small = minimize(cut, spec, sig.key)
+    strict, repair = make_strict(small, fires, lambda events: _valid(small, _repair(events)))
+    return strict or small, repair
+
+
 def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:
     """The prefix up to the first event showing the signature (a finding is flagged there)."""
     result = replay(trace, [spec])
@@ -304,4 +338,4 @@ def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:
     return trace
 
 
-__all__ = ["Triage", "Signature", "minimize", "signatures"]
+__all__ = ["Triage", "Signature", "minimize", "reduce", "signatures"]

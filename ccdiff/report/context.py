@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..status import status_of
 from ..replay import REFERENCE
 from ..trace import event_to_dict
 
@@ -45,6 +46,13 @@ class FindingView:
     @property
     def stack_run(self):
         return self.run.result.runs[self.label]
+
+    @property
+    def status(self):
+        """new / known upstream / fixed upstream in X / documented deviation / lenient only."""
+        return status_of(self.finding.status, self.finding.invariant, self.target.version,
+                         self.stack_run.profile.known, self.run.trace.reachability or "strict",
+                         self.finding.detail)
 
     @property
     def oracle_run(self):
@@ -171,8 +179,15 @@ def replay_commands(view: FindingView, trace_path: str) -> dict:
     stacks = " ".join(f"--stack {shlex.quote(s)}" for s in
                       ([view.label] + ([view.reference] if view.reference else [])))
     trace = shlex.quote(trace_path)
-    return {"native": f"ccdiff replay {trace} {stacks}",
-            "compose": f"docker compose run --rm replay {trace} {stacks}"}
+    commands = {"native": f"ccdiff replay {trace} {stacks}",
+                "compose": f"docker compose run --rm replay {trace} {stacks}", "sim": ""}
+    # A closed-loop trace (`ccdiff sim` / `conform` name it "SCENARIO seed=N"): the run itself,
+    # with the oracle and the Reno control beside it, is one command too.
+    match = re.fullmatch(r"([A-Za-z0-9_.-]+) seed=(\d+)", view.run.trace.header.name or "")
+    if match:
+        commands["sim"] = (f"ccdiff sim {shlex.quote(match.group(1))} --seed {match.group(2)} "
+                           f"--stack {shlex.quote(view.label)}")
+    return commands
 
 
 def versions(view: FindingView) -> list:
@@ -193,10 +208,41 @@ def event_at(view: FindingView) -> dict:
     return event_to_dict(view.run.trace.events[view.finding.event_index])
 
 
+MINIMIZE_LIMIT = 400   # events: ddmin in the report only for traces this small (bounded time)
+
+
+def minimal(view: FindingView) -> dict:
+    """The finding's minimal strict reproducer and, for quiche, a test for its own suite.
+
+    {} when the run is too long to shrink while writing a report (`ccdiff minimize` does it)."""
+    from ..fuzzing.triage import Signature, reduce, signatures
+    from ..trace import dump_trace
+    from .unit_test import NotExpressible, quiche_test
+    trace, f = view.run.trace, view.finding
+    if len(trace.events) > MINIMIZE_LIMIT or f.status != "violation" or view.target.kind != "native":
+        return {}
+    keys = [key for key, sig in signatures(trace, view.label).items() if sig.invariant == f.invariant]
+    if not keys:
+        return {}
+    sig = signatures(trace, view.label)[keys[0]]
+    small, repair = reduce(trace, sig, view.label)
+    out = {"trace": dump_trace(small), "events": len(small.events), "reachability": small.reachability,
+           "repair": repair}
+    if view.target.recipe is not None and view.target.recipe.name == "quiche":
+        try:
+            out["rust"] = quiche_test(small, f.invariant, f"ccdiff_{f.invariant}",
+                                      f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
+                                      f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize")
+        except (NotExpressible, KeyError) as exc:
+            out["rust_why_not"] = str(exc) or f"no quiche assertion for {f.invariant} yet"
+    return out
+
+
 def describe(view: FindingView) -> dict:
     """Everything a finding page and its finding.md need."""
     deviations = related_deviations(view)
     return {"view": view, "f": view.finding, "inv": view.invariant, "deviations": deviations,
+            "status": view.status, "minimal": minimal(view),
             "all_deviations": view.stack_run.profile.deviations,
             "code": code_locations(view, deviations), "at": at_violation(view),
             "excerpt": trace_excerpt(view), "replay": replay_commands(view, view.trace_path),

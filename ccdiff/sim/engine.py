@@ -23,10 +23,10 @@ from ..errors import SetupError
 from ..invariants import Checker, Truth
 from ..ledger import Ledger
 from ..native import AdapterError
-from ..profiles import load_profile
+from ..profiles import judge, load_profile
 from ..snapshot import RECOVERY
 from ..stacks import Target, open_controller, resolve
-from ..trace import Ack, Header, Lost, PersistentCongestion, Sent, Trace, dump_trace
+from ..trace import Ack, AppData, AppIdle, Header, Lost, PersistentCongestion, Sent, Trace, dump_trace
 from .network import Link, LossModel
 from .recovery import LossDetection
 from .scenario import Scenario
@@ -148,6 +148,7 @@ class _Sim:
         in_rec = False
         n_delivered = next_chunk_i = sent = lost_count = ptos = pcs = 0
         available = per_burst
+        app_idle = False        # the application said it has nothing to send (trace format 2)
         last_ack_eliciting = None
         last_delivery = max_stall = next_pn = 0
         seq = 0
@@ -228,8 +229,21 @@ class _Sim:
             while ledger.bytes_in_flight + mds <= cwnd:
                 chunk = next_chunk()
                 if chunk is None:
+                    app_out_of_data(now)
                     return
                 transmit(now, chunk, app_limited)
+
+        def app_out_of_data(now) -> None:
+            """The window has room and nothing is left to send: the application is idle.
+
+            Declared once per idle period, as a real connection's write call that finds
+            no stream data (ngtcp2_conn.c conn_write_vmsg_wrapper, quiche send_single,
+            picoquic's stream scheduler) -- trace format 2's "app_idle".
+            """
+            nonlocal app_idle
+            if not app_idle:
+                app_idle = True
+                emit(AppIdle(now))
 
         def probe(now) -> None:
             """RFC 9002 §6.2.4: up to pto_probes ack-eliciting packets, whatever the window."""
@@ -371,6 +385,9 @@ class _Sim:
                         if n_delivered == available:
                             last_delivery = now   # nothing was waiting
                         available += per_burst
+                        if app_idle:              # the application has data again
+                            app_idle = False
+                            emit(AppData(now))
                 elif t_rx == now:
                     send_ack(now)
                     continue
@@ -416,11 +433,7 @@ def _judge(s: Scenario, target: Target, seed: int, sim: _Sim, checker: Checker, 
     findings = checker.finish()
     for finding in findings:
         finding.line = finding.event_index + 2          # dump_trace: header on line 1
-        explaining = profile.explaining(finding.invariant)
-        if explaining:
-            finding.status = "deviation"
-            finding.detail += "; documented deviations: " + ", ".join(d["id"] for d in explaining)
-    findings.sort(key=lambda f: (f.event_index, f.invariant))
+    findings = sorted(judge(findings, profile), key=lambda f: (f.event_index, f.invariant))
     m = sim.metrics
     reasons = []
     if sim.error:

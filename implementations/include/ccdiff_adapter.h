@@ -1,5 +1,5 @@
 /*
- * ccdiff adapter contract, ABI version 2.  See docs/adapters.md.
+ * ccdiff adapter contract, ABI version 3.  See docs/adapters.md.
  *
  * Every stack adapter is a shared library exporting exactly the functions
  * declared at the end of this file.  The harness (Python, the fuzz drivers)
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define CCD_ABI_VERSION 2
+#define CCD_ABI_VERSION 3
 
 /* The harness's default clock base: 3 days of uptime plus an odd number of
  * microseconds, so that no stack time is a round number by accident. */
@@ -45,7 +45,15 @@ enum ccd_event_kind {
   CCD_SENT = 1,                  /* one packet sent: packets[0] */
   CCD_ACKED = 2,                 /* one ACK frame: newly acked packets */
   CCD_LOST = 3,                  /* loss detection declared packets lost */
-  CCD_PERSISTENT_CONGESTION = 4  /* RFC 9002 7.6: follows a CCD_LOST at the same time */
+  CCD_PERSISTENT_CONGESTION = 4, /* RFC 9002 7.6: follows a CCD_LOST at the same time */
+  /* ABI 3, trace format 2: the application's own events.  No packets; bytes in
+   * flight unchanged.  An adapter does what its stack's connection does when
+   * a send call finds no application data (CCD_APP_IDLE) and when the
+   * application has data again (CCD_APP_DATA), e.g. marking the connection
+   * app-limited; a stack whose connection does nothing returns the snapshot.
+   * Packets sent between the two carry app_limited = 1. */
+  CCD_APP_IDLE = 5,
+  CCD_APP_DATA = 6
 };
 
 enum ccd_event_flag {

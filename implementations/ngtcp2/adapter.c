@@ -378,6 +378,28 @@ static int ngd_on_lost(ngd_ctl *ctl, const ccd_event *ev, ngtcp2_tstamp ts) {
   return 0;
 }
 
+/* ---- the application (ABI 3) ------------------------------------------ */
+
+/* CCD_APP_IDLE: a write call found no application data to send.  conn.c:
+   12123-12129 (conn_write_vmsg_wrapper) does, after every write: cwnd full ->
+   is_cwnd_limited; else, nothing written from the application -> the
+   connection is app-limited until what is in flight now is delivered (rst.c:
+   76 then marks every packet sent meanwhile is_app_limited).  CCD_APP_DATA:
+   the application writes to a stream; nothing reaches the controller until
+   the next packet is sent. */
+static int ngd_on_app_idle(ngd_ctl *ctl) {
+  ngd_cc *c = &ctl->cc;
+  ngtcp2_conn_stat *cstat = &c->cstat;
+
+  if (cstat->bytes_in_flight >= cstat->cwnd) {
+    c->rst.is_cwnd_limited = 1;
+  } else {
+    c->rst.app_limited = ngtcp2_max(c->rst.delivered + cstat->bytes_in_flight,
+                                    1);
+  }
+  return 0;
+}
+
 /* ---- send ------------------------------------------------------------- */
 
 static int ngd_on_sent(ngd_ctl *ctl, const ccd_event *ev, ngtcp2_tstamp ts) {
@@ -696,7 +718,11 @@ static void ngd_handle_expiry(ngd_ctl *ctl, const ccd_event *ev,
   if (!ctl->pending.active) {
     return;
   }
-  same_burst = ctl->pending.ts == ts && ev->kind != CCD_SENT;
+  /* Only recv-path events (ACK, loss, persistent congestion) share a burst;
+     a send or an application event comes from the write path, after it. */
+  same_burst = ctl->pending.ts == ts &&
+               (ev->kind == CCD_ACKED || ev->kind == CCD_LOST ||
+                ev->kind == CCD_PERSISTENT_CONGESTION);
   if (!same_burst) {
     ngd_loss_timer(ctl, &ctl->cc, 1);
   }
@@ -756,6 +782,12 @@ NGD_EXPORT int ccd_step(void *p, const ccd_event *ev, ccd_snapshot *out) {
     break;
   case CCD_PERSISTENT_CONGESTION:
     ctl->pending.persistent = 1;
+    rv = 0;
+    break;
+  case CCD_APP_IDLE:
+    rv = ngd_on_app_idle(ctl);
+    break;
+  case CCD_APP_DATA:
     rv = 0;
     break;
   default:

@@ -1,6 +1,6 @@
 /*
  * ccdiff adapter for picoquic's CUBIC (picoquic/cubic.c) and NewReno
- * (picoquic/newreno.c), ABI version 2 (implementations/include/ccdiff_adapter.h).
+ * (picoquic/newreno.c), ABI version 3 (implementations/include/ccdiff_adapter.h).
  *
  * No connection is built.  A calloc'ed picoquic_cnx_t + picoquic_path_t carry
  * exactly the fields the controllers and their helpers (cc_common.c, pacing.c,
@@ -254,6 +254,23 @@ static void on_sent(ctl_t* c, const ccd_packet* p, int app_limited, int64_t now)
   picoquic_path_t* path = c->path;
   picoquic_packet_context_t* pkt_ctx = &c->cnx->pkt_ctx[picoquic_packet_context_application];
 
+  /* sender.c:889: the packet is app-limited for delivery-rate purposes while
+   * a mark from picoquic_mark_path_app_limited is outstanding. */
+  int delivered_app_limited = path->delivered_limited_index != 0;
+  uint64_t inflight_prior = path->bytes_in_transit;
+  uint64_t idle_restart_interval = path->retransmit_timer; /* sender.c:939-942 */
+  if (idle_restart_interval < PICOQUIC_INITIAL_MAX_RETRANSMIT_TIMER)
+    idle_restart_interval = PICOQUIC_INITIAL_MAX_RETRANSMIT_TIMER;
+  /* sender.c:943-954: an ack-eliciting packet restarting from idle tells the
+   * controller first (cubic.c ignores the notification: its default case). */
+  if (inflight_prior == 0 && delivered_app_limited && path->last_sent_time != 0 &&
+      pq_time(c, now) > path->last_sent_time + idle_restart_interval) {
+    picoquic_per_ack_state_t st = { 0 };
+    st.pc = picoquic_packet_context_application;
+    st.inflight_prior = inflight_prior;
+    st.is_app_limited = 1;
+    notify(c, picoquic_congestion_notification_restart_from_idle, &st, now);
+  }
   /* The stream scheduler found nothing more to send: sender.c:1426. */
   c->sender_app_limited = app_limited;
   if (app_limited) path->last_sender_limited_time = pq_time(c, now);
@@ -392,6 +409,10 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
     const ccd_packet* p = &ev->packets[k];
     if (path->bytes_in_transit < p->bytes) return fail(c, "acked packet not in bytes_in_transit", p->pn);
     path->delivered += pkt_len(p);                        /* frames.c:3795 */
+    /* frames.c:2798-2801: the app-limited mark ends once what was in flight
+     * when it was set has been delivered. */
+    if (path->delivered_limited_index != 0 && path->delivered >= path->delivered_limited_index)
+      path->delivered_limited_index = 0;
     if (pq_time(c, p->sent_us) > path->last_time_acked_data_frame_sent)
       path->last_time_acked_data_frame_sent = pq_time(c, p->sent_us); /* frames.c:3638 */
     if (first == NULL) first = p;
@@ -506,6 +527,19 @@ static void fill_snapshot(ctl_t* c, ccd_snapshot* out)
   }
 }
 
+/* ABI 3 CCD_APP_IDLE: the stream scheduler found no data to send, as in
+ * sender.c:3307-3316: picoquic_mark_path_app_limited (sender.c:853-862) and
+ * last_sender_limited_time.  CCD_APP_DATA has no counterpart: picoquic only
+ * learns of new stream data when it next prepares a packet. */
+static void on_app_idle(ctl_t* c, int64_t now)
+{
+  picoquic_path_t* path = c->path;
+  uint64_t limited_index = path->delivered + path->bytes_in_transit;
+  path->delivered_limited_index = limited_index ? limited_index : 1;
+  path->last_sender_limited_time = pq_time(c, now);
+  c->sender_app_limited = 1;
+}
+
 int ccd_step(void* ctl, const ccd_event* ev, ccd_snapshot* out)
 {
   ctl_t* c = (ctl_t*)ctl;
@@ -534,6 +568,11 @@ int ccd_step(void* ctl, const ccd_event* ev, ccd_snapshot* out)
     break;
   case CCD_ACKED:
     ret = on_acked(c, ev);
+    break;
+  case CCD_APP_IDLE:
+    on_app_idle(c, ev->now_us);
+    break;
+  case CCD_APP_DATA:
     break;
   default:
     snprintf(c->err, sizeof(c->err), "picoquic adapter: unknown event kind %u", ev->kind);

@@ -62,9 +62,11 @@ def test_report_is_byte_identical_when_rebuilt(death_report, tmp_path):
 
 def test_finding_md_is_a_complete_upstream_report(death_report):
     md = (death_report["out"] / "findings" / DS_FINDING / "finding.md").read_text()
-    assert md.startswith("# quiche 0.26.0 CUBIC: recovery start or epoch after the current time")
+    # First line: the status (ccdiff/status.py): quiche 0.26.1 fixed the death spiral.
+    assert md.startswith("**Status: fixed upstream in 0.26.1** — https://github.com/cloudflare/quiche/blob/445292f")
+    assert "\n# quiche 0.26.0 CUBIC: recovery start or epoch after the current time" in md
     for section in ("## Versions", "## What the RFC says", "## What quiche does",
-                    "## Expected vs actual at event 35", "## Reproducer", "## How to replay"):
+                    "## Expected vs actual at event 40", "## Reproducer", "## How to replay"):
         assert section in md, section
     assert "ae3d74f54c01a8be984dabe97ec79b9fceba5054177f703c012ed0f9dc541f81" in md      # pinned crate
     assert "> where t is the elapsed time in seconds from the beginning of the current congestion avoidance stage" in md
@@ -89,7 +91,7 @@ def test_long_trace_shows_the_window(tmp_path):
     assert code == 1
     (page,) = (out / "findings").glob("*idle-inflation*/index.html")
     html = page.read_text()
-    assert "of 9527)" in html and 'href="../../traces/idle-restart.jsonl"' in html
+    assert "of 9583)" in html and 'href="../../traces/idle-restart.jsonl"' in html
     assert len(re.findall(r'<span class="(?:line|mark)">', html)) == 41
     assert (page.parent / "window.png").exists()
     md = (page.parent / "finding.md").read_text()

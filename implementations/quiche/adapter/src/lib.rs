@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use quiche::ccdiff_internal as q;
 
-const CCD_ABI_VERSION: u32 = 2;
+const CCD_ABI_VERSION: u32 = 3;
 // ccdiff_adapter.h CCD_MAX_CLOCK_BASE_US: ten years of uptime.
 const CCD_MAX_CLOCK_BASE_US: i64 = 315_360_000_000_000;
 const CCD_NONE: u64 = u64::MAX;
@@ -32,6 +32,8 @@ const CCD_SENT: u32 = 1;
 const CCD_ACKED: u32 = 2;
 const CCD_LOST: u32 = 3;
 const CCD_PERSISTENT_CONGESTION: u32 = 4;
+const CCD_APP_IDLE: u32 = 5;
+const CCD_APP_DATA: u32 = 6;
 
 const CCD_PHASE_SLOW_START: u32 = 1;
 const CCD_PHASE_CONGESTION_AVOIDANCE: u32 = 2;
@@ -243,6 +245,10 @@ impl Ctl {
             // LegacyRecovery never declares persistent congestion: nothing in
             // recovery/congestion/ collapses the window (RFC 9002 7.6.2).
             CCD_PERSISTENT_CONGESTION => bif,
+            CCD_APP_IDLE => self.on_app_idle(bif),
+            // An application write (stream_send) reaches recovery only through
+            // the next send() (lib.rs:4138 delivery_rate_check_if_app_limited).
+            CCD_APP_DATA => bif,
             k => return Err(format!("unknown event kind {k}")),
         };
         self.snapshot(now, bif_after as u64, out);
@@ -269,6 +275,17 @@ impl Ctl {
         }
         self.sent.insert(p.pn, rec);
         Ok(ev.bytes_in_flight as usize + p.bytes as usize)
+    }
+
+    // A send() that found no application data (ABI 3 CCD_APP_IDLE), as
+    // send_single does in lib.rs:5032-5043: `on_app_limited()` (a no-op in
+    // LegacyRecovery, recovery/congestion/recovery.rs:960-963), then, with no
+    // frame to send, `update_app_limited(false)` and Error::Done.
+    fn on_app_idle(&mut self, bif: usize) -> usize {
+        if self.app_limited != AppLimited::Cc {
+            self.cc.update_app_limited(false);
+        }
+        bif
     }
 
     // LegacyRecovery::detect_lost_packets (recovery.rs:531-569); the harness

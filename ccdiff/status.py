@@ -1,0 +1,102 @@
+"""The status of a finding: what an upstream maintainer should make of it, decided from data.
+
+One line, first on every finding page and finding.md (issue 15):
+
+  new                                      not documented, not known upstream: a bug report
+  known upstream                           an open upstream issue covers it (link)
+  fixed upstream in VERSION                a later release fixes it (link)
+  documented deviation — not a bug report  the stack's profile documents it on purpose
+  lenient trace only — not reachable as found
+                                           the trace has events the stack's own loss
+                                           detection would not produce (ccdiff/reach.py)
+
+Known upstream issues and fixes are data in each stack's profile.toml (`[[known]]`):
+`id`, `url`, `invariants` (the findings it covers), `condition` (in words), `affects`
+(a version bound such as "<0.26.1", or "all"), and either `fixed_in` (+ `fixed_url`) or
+nothing (still open).  Only a `new` finding gets a "bug report" link.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NEW = "new"
+KNOWN = "known upstream"
+DEVIATION = "documented deviation — not a bug report"
+LENIENT = "lenient trace only — not reachable as found"
+
+
+@dataclass(frozen=True)
+class Status:
+    kind: str            # new, known, fixed, deviation, lenient
+    text: str            # the line shown to the reader
+    url: str = ""        # the upstream issue or fix it rests on
+    known_id: str = ""
+
+    @property
+    def is_bug_report(self) -> bool:
+        return self.kind == "new"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "url": self.url, "known_id": self.known_id}
+
+
+def version_key(version: str) -> tuple:
+    """'0.26.1' -> (0, 26, 1); non-numeric parts sort first ('local-3a8c' -> ())."""
+    parts = re.findall(r"\d+", version or "")
+    if not re.match(r"^\d", version or ""):
+        return ()
+    return tuple(int(p) for p in parts) + (0,) * max(0, 4 - len(parts))   # 1.13 == 1.13.0
+
+
+def affects(bound: str, version: str) -> bool:
+    """Does a `[[known]]` entry's `affects` bound ("<0.26.1", "<=1.2", "all") cover this version?"""
+    bound = (bound or "all").strip()
+    if bound == "all":
+        return True
+    match = re.fullmatch(r"(<=|<|>=|>|==)\s*(\S+)", bound)
+    if not match or not version_key(version):
+        return False
+    op, limit = match.groups()
+    a, b = version_key(version), version_key(limit)
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b}[op]
+
+
+def validate_known(entries: list, source: str, catalog) -> list:
+    """The `[[known]]` entries of a profile, checked: messages name the file and the entry."""
+    for entry in entries:
+        where = f"{source}: [[known]] {entry.get('id', '?')!r}"
+        for key in ("id", "url", "invariants", "condition"):
+            if key not in entry:
+                raise ValueError(f"{where} needs {key!r}")
+        for inv in entry["invariants"]:
+            if inv not in catalog:
+                raise ValueError(f"{where} names unknown invariant {inv!r}")
+        if "affects" in entry and entry["affects"] != "all" and \
+                not re.fullmatch(r"(<=|<|>=|>|==)\s*\d\S*", entry["affects"]):
+            raise ValueError(f"{where}: affects must be 'all' or like '<0.26.1', got {entry['affects']!r}")
+    return entries
+
+
+def followed(detail: str) -> list:
+    """The invariants a trajectory divergence follows ('... (follows a, b)', profiles.judge)."""
+    match = re.search(r"\(follows ([\w, -]+)\)$", detail or "")
+    return [name.strip() for name in match.group(1).split(",")] if match else []
+
+
+def status_of(finding_status: str, invariant: str, version: str, known: list, reachability: str,
+              detail: str = "") -> Status:
+    """One rule for replay, matrix, conform and the reports.  A trajectory divergence that
+    follows a known bug's findings (profiles.judge) is that bug's footprint: same status."""
+    covered = {invariant} | (set(followed(detail)) if invariant == "trajectory-divergence" else set())
+    if finding_status == "deviation":
+        return Status("deviation", DEVIATION)
+    if reachability == "lenient":
+        return Status("lenient", LENIENT)
+    for entry in known:
+        if covered & set(entry["invariants"]) and affects(entry.get("affects", "all"), version):
+            if entry.get("fixed_in"):
+                return Status("fixed", f"fixed upstream in {entry['fixed_in']}",
+                              entry.get("fixed_url") or entry["url"], entry["id"])
+            return Status("known", KNOWN, entry["url"], entry["id"])
+    return Status("new", NEW)

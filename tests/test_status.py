@@ -1,0 +1,111 @@
+"""A status on every finding (ccdiff/status.py), decided from the profiles' [[known]] data, and
+one deviation-or-violation rule for replay and the closed loop (profiles.judge)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ccdiff.cli import main
+from ccdiff.errors import SetupError
+from ccdiff.invariants import Finding
+from ccdiff.profiles import Profile, judge, load_profile
+from ccdiff.stacks import resolve
+from ccdiff.status import DEVIATION, KNOWN, LENIENT, NEW, affects, status_of
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICHE_KNOWN = load_profile(resolve("quiche@0.26.0").recipe).known
+
+
+@pytest.mark.parametrize("version, text", [
+    ("0.26.0", "fixed upstream in 0.26.1"),     # the death spiral: fixed in the next release
+    ("0.26.1", NEW),                            # not covered any more: a finding there is new
+    ("0.30.0", NEW),
+])
+def test_the_death_spiral_is_fixed_upstream_in_0_26_1_only_for_older_releases(version, text):
+    assert status_of("violation", "future-recovery-start", version, QUICHE_KNOWN, "strict").text == text
+
+
+def test_quiche_persistent_congestion_is_known_upstream_in_every_release():
+    for version in ("0.26.0", "0.30.0"):
+        status = status_of("violation", "persistent-congestion-ignored", version, QUICHE_KNOWN, "strict")
+        assert (status.text, status.url) == (KNOWN, "https://github.com/cloudflare/quiche/issues/2680")
+        assert not status.is_bug_report
+
+
+def test_deviation_and_lenient_come_first_and_are_never_bug_reports():
+    assert status_of("deviation", "future-recovery-start", "0.26.0", QUICHE_KNOWN, "strict").text == DEVIATION
+    lenient = status_of("violation", "idle-inflation", "0.30.0", QUICHE_KNOWN, "lenient")
+    assert lenient.text == LENIENT and not lenient.is_bug_report
+    assert status_of("violation", "idle-inflation", "0.30.0", QUICHE_KNOWN, "strict").is_bug_report
+
+
+@pytest.mark.parametrize("bound, version, covered", [
+    ("<0.26.1", "0.26.0", True), ("<0.26.1", "0.26.1", False), ("<=1.13", "1.13.0", True),
+    ("all", "local-3a8c", True), ("<0.26.1", "local-3a8c", False), (">=1.13.0", "1.25.0", True),
+])
+def test_version_bounds(bound, version, covered):
+    assert affects(bound, version) is covered
+
+
+def test_a_known_entry_naming_an_unknown_invariant_is_a_setup_error(tmp_path):
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "profile.toml").write_text('[[known]]\nid = "x"\nurl = "u"\ncondition = "c"\ninvariants = ["nope"]\n')
+
+    class Recipe:
+        name = "stack"
+    Recipe.folder = folder
+    with pytest.raises(SetupError, match=r"profile.toml: \[\[known\]\] 'x' names unknown invariant 'nope'"):
+        load_profile(Recipe)
+
+
+def finding(invariant, index, status="violation"):
+    return Finding("s", invariant, index, index * 10, "detail", status=status)
+
+
+def test_a_divergence_follows_only_findings_that_came_before_it():
+    """The quiche report once said a divergence at event 40 'follows' stuck-at-minimum,
+    first seen at event 46: causal order only."""
+    profile = Profile(deviations=[{"id": "d", "tolerates": ["trajectory-divergence"]}])
+    early = [finding("trajectory-divergence", 40), finding("stuck-at-minimum", 46)]
+    judge(early, profile)
+    assert early[0].status == "deviation" and "follows" not in early[0].detail
+    late = [finding("future-recovery-start", 35), finding("trajectory-divergence", 40),
+            finding("stuck-at-minimum", 46)]
+    judge(late, profile)
+    assert late[1].status == "violation" and late[1].detail.endswith("(follows future-recovery-start)")
+
+
+def test_the_report_of_the_death_spiral_carries_its_status_and_no_bug_report_link(tmp_path):
+    out, doc = tmp_path / "r", tmp_path / "f.json"
+    assert main(["replay", str(ROOT / "examples" / "death-spiral.jsonl"), "--stack", "quiche@0.26.0",
+                 "--stack", "picoquic", "--json", str(doc), "--report", str(out)]) == 1
+    findings = json.loads(doc.read_text())["findings"]
+    spiral = next(f for f in findings if f["invariant"] == "future-recovery-start")
+    assert spiral["upstream_status"] == "fixed upstream in 0.26.1"
+    page = next(out.glob("findings/*quiche-0.26.0--future-recovery-start*/index.html")).read_text()
+    assert "Status: fixed upstream in 0.26.1" in page and "(bug report)" not in page
+    # picoquic's documented deviations: no bug-report link anywhere, the status says why.
+    for path in out.glob("findings/*picoquic*/*"):
+        if path.suffix in (".html", ".md"):
+            text = path.read_text()
+            assert "bug report)" not in text, path
+    deviations = [f for f in findings if f["stack"].startswith("picoquic")]
+    assert deviations and all(f["upstream_status"] == DEVIATION for f in deviations if f["status"] == "deviation")
+    index = (out / "index.html").read_text()
+    assert "(bug report)" not in index
+
+
+def test_a_closed_loop_finding_names_the_sim_command_that_reruns_it(tmp_path):
+    """Conform and sim traces are named 'SCENARIO seed=N': the report gives the closed-loop
+    rerun (with the oracle and the Reno control beside the stack) next to the replay."""
+    trace = tmp_path / "ds.jsonl"
+    assert main(["sim", "death-spiral", "--seed", "0", "--stack", "quiche@0.26.0", "--no-controls",
+                 "--trace", str(trace)]) == 1
+    assert main(["replay", str(trace), "--stack", "quiche@0.26.0", "--report", str(tmp_path / "r")]) == 1
+    md = next((tmp_path / "r").glob("findings/*future-recovery-start*/finding.md")).read_text()
+    assert "ccdiff sim death-spiral --seed 0 --stack quiche@0.26.0" in md
+    page = next((tmp_path / "r").glob("findings/*future-recovery-start*/index.html")).read_text()
+    assert "ccdiff sim death-spiral --seed 0 --stack quiche@0.26.0" in page
