@@ -70,7 +70,7 @@ def test_finding_page_shows_the_plot(death_report, tmp_path):
     plots = [a for tag, a in page.found if tag == "img" and a.get("class") == "plot"]
     assert [p["src"] for p in plots] == ["../../plots/death-spiral/quiche-0.26.0.png"]
     with Image.open(page_file.parent / plots[0]["src"]) as plot:
-        assert plot.format == "PNG" and plot.size == (900, 840)
+        assert plot.format == "PNG" and plot.size == (1100, 840)
         assert len(plot.getcolors(1 << 16) or []) > 10          # a drawing, not a blank canvas
     text = " ".join(page.text)
     assert "where t is the elapsed time in seconds from the beginning of the current congestion avoidance stage" in text
