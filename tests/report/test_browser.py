@@ -80,4 +80,8 @@ def test_finding_page_shows_the_plot(death_report, tmp_path):
     assert {"plots", "rule", "values", "deviations", "trace", "replay", "trace-excerpt"} <= ids
     with Image.open(shot) as image:   # the screenshot shows something other than white
         assert image.convert("L").getextrema()[0] < 100
+        # ...and the plot in the first screen: pixels of the stack's red (STACK_STYLE, #b2182b).
+        red = sum(n for n, (r, g, b) in image.convert("RGB").getcolors(1 << 20)
+                  if abs(r - 0xb2) + abs(g - 0x18) + abs(b - 0x2b) < 60)
+        assert red > 500, red
     print(f"screenshot: {shot}")
