@@ -332,7 +332,7 @@ def _draw_offsets(ax, xs, job) -> None:
     _legend_right(ax)
 
 
-def _mark_findings(axes, job, xs) -> None:
+def _mark_findings(axes, job) -> None:
     """Dash-dot lines through every panel; numbered badges above the top panel (outside
     the data, where the old in-plot labels covered the lines), explained beside it."""
     marks_ms = [t_us / 1000 for t_us, _, _ in job.marks]
@@ -369,7 +369,7 @@ def draw_figure(job: PlotJob):
     axes[3].xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
     axes[3].set_xlabel("trace time (ms)")
     axes[0].set_title(job.title, fontsize=9, pad=16)   # room for the finding badges
-    _mark_findings(axes, job, xs)
+    _mark_findings(axes, job)
     fig.align_ylabels(axes)
     # Fixed margins instead of tight_layout(): one draw less per plot.
     fig.subplots_adjust(left=0.135, right=AXES_RIGHT, top=0.94, bottom=0.06, hspace=0.14)

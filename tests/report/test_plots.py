@@ -14,6 +14,7 @@ import pytest
 
 from ccdiff.build import ensure_built
 from ccdiff.cli import main
+from ccdiff.ledger import Ledger
 from ccdiff.replay import replay
 from ccdiff.report import plots
 from ccdiff.report.build import _views
@@ -176,9 +177,9 @@ def test_ngtcp2_idle_zoom_is_three_rtts_around_the_violation(tmp_path):
     assert job.rtt_us == 50_000
 
 
-def test_no_rtt_sample_falls_back_to_instants():
+def test_rtt_at_is_none_before_the_first_sample():
+    """None makes window_job fall back to WINDOW_INSTANTS (test_helpers)."""
     trace = load_trace(str(DEATH_SPIRAL))
-    from ccdiff.ledger import Ledger
     ledger = Ledger(trace.header)
     resolved = [ledger.resolve(ev) for ev in trace.events]
     assert plots.rtt_at(resolved, 0) is None                   # a send: no ACK, no sample yet
