@@ -47,7 +47,7 @@ NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("repla
              ("minimize", "stack"), ("minimize", "invariant"),
              # choices (walked with "nosuch-choice" like every choice), listed so a reader finds them
              ("replay", "qlog_schema"), ("matrix", "qlog_schema"), ("report", "qlog_schema"),
-             ("conform", "qlog_schema")}
+             ("conform", "qlog_schema"), ("fuzz", "qlog_schema")}
 ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
 ZERO_IS_ERROR = {("conform", "seeds")}   # `conform --seeds 0` ran nothing and passed
 

@@ -143,7 +143,8 @@ def test_schema_check_can_fail():
            {"time": 1.0, "name": "recovery:packet_lost",                                  # no trigger
             "data": {"header": {"packet_type": "1RTT", "packet_number": 1}}},
            {"time": 1.0, "name": "recovery:parameters_set", "data": {"k_packet_threshold": 3}},
-           {"time": -1, "name": "transport:packet_sent", "data": {"header": {"packet_type": "1RTT", "packet_number": 1}}}]
+           {"time": -1, "name": "transport:packet_sent",
+            "data": {"header": {"packet_type": "1RTT", "packet_number": 1}}}]
     for record in bad:
         with pytest.raises(jsonschema.ValidationError):
             check.validate(record)
