@@ -129,6 +129,20 @@ def test_default_qlog_is_what_qvis_congestion_graph_reads(death_report):
         for name, fields in QVIS_CONGESTION_GRAPH.items():   # the graph is not empty
             assert fields <= written[name], (name, fields - written[name])
         assert not any(n.startswith("quic:") for n in written)
+        # qvis picks its loader from the first 1024 characters (FileLoader.GuesstimateFileTypeFromHeader)
+        # and links ACKed and lost packets to sent ones by (packet_type, packet_number).
+        head = path.read_bytes()[:1024]
+        assert b'"qlog_version":"0.3"' in head and b'"qlog_format":"JSON-SEQ"' in head
+        records = read_sqlog(path)[1:]
+        sent = {(r["data"]["header"]["packet_type"], r["data"]["header"]["packet_number"])
+                for r in records if r["name"] == "transport:packet_sent" and r["data"]["raw"]["length"] > 0}
+        for r in records:
+            if r["name"] == "recovery:packet_lost":
+                assert (r["data"]["header"]["packet_type"], r["data"]["header"]["packet_number"]) in sent
+            if r["name"] == "transport:packet_received":
+                for frame in r["data"]["frames"]:
+                    for lo, hi in frame["acked_ranges"]:
+                        assert all((r["data"]["header"]["packet_type"], pn) in sent for pn in range(lo, hi + 1))
 
 
 def test_schema_check_can_fail():
