@@ -32,8 +32,9 @@ Events:
   size and initial RTT, the stack's initial and minimum window and its
   loss reduction factor;
 * ``metrics_updated`` and ``congestion_state_updated`` come from the stack's
-  snapshot after each event, logged on change only (quic-events draft:
-  "only the fields whose values changed"): a metrics record holds just the
+  snapshot after each event, logged on change only (the quic-events drafts
+  allow repeating unchanged metrics but prefer logging actual updates; qvis
+  steps its lines between records): a metrics record holds just the
   fields that changed since the last one, and a field first appears once it
   exists (no RTT before the first RTT sample, no ssthresh before the stack has
   one);
