@@ -79,7 +79,7 @@ def cmd_replay(args) -> int:
         }
         if args.json:
             write_json(args.json, document)
-        _write_report(document, args.report)
+        _write_report(document, args.report, args.qlog_schema)
     return EXIT_FINDINGS if result.violations else EXIT_OK
 
 
@@ -91,6 +91,17 @@ def _isolation(args):
     return isolated(args.timeout)
 
 
+# The qlog schema choices, without importing the report package (Jinja2, matplotlib) to parse.
+QLOG_SCHEMAS = ("0.3", "draft")
+QLOG_SCHEMA_HELP = ("qlog the report writes: 0.3 (default) is qlog 0.3 JSON-SEQ with transport:/recovery: "
+                    "event names, which qvis's congestion graph plots; draft uses the current qlog "
+                    "draft's quic: names and file_schema header (docs/reports.md)")
+
+
+def _add_qlog_option(p) -> None:
+    p.add_argument("--qlog-schema", choices=QLOG_SCHEMAS, default="0.3", help=QLOG_SCHEMA_HELP)
+
+
 def _add_isolation_options(p) -> None:
     p.add_argument("--isolate", action="store_true",
                    help="run native stacks in a child process: a crash or a hang becomes that "
@@ -100,16 +111,16 @@ def _add_isolation_options(p) -> None:
                         "(default 60)")
 
 
-def _write_report(document: dict, out) -> None:
+def _write_report(document: dict, out, qlog_schema: str) -> None:
     if out:
         from .report import build_report
-        data = build_report(document, out)
+        data = build_report(document, out, qlog_schema=qlog_schema)
         print(f"report: {Path(out) / 'index.html'} ({data['totals']['findings']} findings)", file=sys.stderr)
 
 
 def cmd_report(args) -> int:
     from .report import report_from_file
-    data = report_from_file(args.input, args.out)
+    data = report_from_file(args.input, args.out, args.qlog_schema)
     print(f"{Path(args.out) / 'index.html'}: {len(data['traces'])} traces x {len(data['stacks'])} stacks, "
           f"{data['totals']['violations']} violations, {data['totals']['deviations']} deviations")
     return EXIT_FINDINGS if data["totals"]["violations"] else EXIT_OK
@@ -125,7 +136,7 @@ def cmd_matrix(args) -> int:
     print_matrix(console, matrix)
     if args.json:
         write_json(args.json, matrix)
-    _write_report(matrix, args.report)
+    _write_report(matrix, args.report, args.qlog_schema)
     return EXIT_FINDINGS if any(c["violation"] for c in matrix["cells"]) else EXIT_OK
 
 
@@ -318,7 +329,7 @@ def cmd_conform(args) -> int:
     reports = []
     if args.report and args.traces != "none":
         from .conform import report_failures
-        reports = report_failures(summary, args.out, stacks)
+        reports = report_failures(summary, args.out, stacks, args.qlog_schema)
         for folder in reports:
             print(f"report: {folder}/index.html", file=sys.stderr)
     for path in remove_stale_outputs(args.out, earlier, summary, reports):
@@ -435,6 +446,7 @@ def _add_replay(sub) -> None:
     p.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
+    _add_qlog_option(p)
     _add_isolation_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -451,6 +463,7 @@ def _add_matrix(sub) -> None:
                    help=STACK_HELP + "; default: the oracles and every built stack")
     p.add_argument("--json", metavar="FILE", help="also write the matrix and every finding as JSON")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
+    _add_qlog_option(p)
     _add_isolation_options(p)
     p.set_defaults(func=cmd_matrix)
 
@@ -464,6 +477,7 @@ def _add_report(sub) -> None:
                               "ccdiff report matrix.json --out reports/html"])
     p.add_argument("input", metavar="FINDINGS_JSON", help="output of `ccdiff replay/matrix --json FILE`")
     p.add_argument("--out", metavar="DIR", required=True, help="report folder (new, empty, or an earlier report)")
+    _add_qlog_option(p)
     p.set_defaults(func=cmd_report)
 
 
@@ -600,6 +614,7 @@ def _add_conform(sub) -> None:
     p.add_argument("--no-report", dest="report", action="store_false",
                    help="skip the HTML reports of failing stacks (DIR/report/<stack>/, from the first "
                         "failing seed of each scenario)")
+    _add_qlog_option(p)
     p.set_defaults(func=cmd_conform)
 
 

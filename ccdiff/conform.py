@@ -576,10 +576,10 @@ def cpu_count() -> int:
 
 
 # -- the report at the end of a run ---------------------------------------------
-def report_failures(summary: dict, out_dir: str, stacks: list) -> list:
+def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str = "0.3") -> list:
     """One HTML report per failing stack (OUT/report/<stack>/), from the first failing
     seed of each scenario: its closed-loop trace replayed open loop, plots, finding.md,
-    qlog.  Returns the report folders written."""
+    qlog (qlog_schema "0.3" or "draft").  Returns the report folders written."""
     from .matrix import run_matrix
     from .report import build_report
     spec_of = {}
@@ -604,7 +604,7 @@ def report_failures(summary: dict, out_dir: str, stacks: list) -> list:
         if folder.exists():
             import shutil
             shutil.rmtree(folder)
-        build_report(doc, folder)
+        build_report(doc, folder, qlog_schema=qlog_schema)
         written.append(folder)
     return written
 

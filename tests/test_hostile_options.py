@@ -44,7 +44,10 @@ OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), 
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
              ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
-             ("minimize", "stack"), ("minimize", "invariant")}
+             ("minimize", "stack"), ("minimize", "invariant"),
+             # choices (walked with "nosuch-choice" like every choice), listed so a reader finds them
+             ("replay", "qlog_schema"), ("matrix", "qlog_schema"), ("report", "qlog_schema"),
+             ("conform", "qlog_schema"), ("fuzz", "qlog_schema")}
 ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
 ZERO_IS_ERROR = {("conform", "seeds")}   # `conform --seeds 0` ran nothing and passed
 

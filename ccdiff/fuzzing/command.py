@@ -77,6 +77,8 @@ def add_parser(sub) -> None:
                    "corpus entry that added coverage")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report of the stored findings (FINDINGS/<stack>/report/)")
+    from ..cli import _add_qlog_option
+    _add_qlog_option(p)
     p.set_defaults(func=cmd_fuzz)
 
 
@@ -182,7 +184,7 @@ def cmd_fuzz(args) -> int:
         label = f" [{stored.repair}]" if stored.repair == LENIENT_ONLY else ""
         print(f"  {sig.invariant} ({sig.shape}), {stored.events} events{label}:\n    {triage.replay_command(stored)}")
     if triage.stored and not args.no_report:
-        _report(triage)
+        _report(triage, args.qlog_schema)
     return 1 if triage.stored else 0
 
 
@@ -259,7 +261,7 @@ def _since(before: int, now: int) -> int:
     return now - before if now >= before else now
 
 
-def _report(triage) -> None:
+def _report(triage, qlog_schema: str = "0.3") -> None:
     """Every stored reproducer of this stack in one HTML report (docs/reports.md).  Workers
     on one findings folder finish together: one writes the report at a time (flock), from
     what is stored on disk by then, so the last one's report holds every worker's findings."""
@@ -275,7 +277,7 @@ def _report(triage) -> None:
             folder = triage.folder / "report"
             if folder.exists():
                 shutil.rmtree(folder)
-            build_report(doc, folder)
+            build_report(doc, folder, qlog_schema=qlog_schema)
             print(f"report: {folder / 'index.html'}", file=sys.stderr)
 
 

@@ -115,8 +115,9 @@ def _trace_slugs(runs) -> dict:
     return out
 
 
-def _write_qlogs(out: Path, runs, views, trace_slugs) -> dict:
-    """qlog of every run a finding comes from, and of its reference oracle: (trace, label) -> path."""
+def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT_SCHEMA) -> dict:
+    """qlog of every run a finding comes from, and of its reference oracle: (trace, label) -> path.
+    schema: "0.3" (what qvis plots) or "draft" (ccdiff/report/qlog.py)."""
     wanted = sorted({(v.run.path, v.label) for v in views} |
                     {(v.run.path, v.reference) for v in views if v.reference})
     by_path = {r.path: r for r in runs}
@@ -128,15 +129,20 @@ def _write_qlogs(out: Path, runs, views, trace_slugs) -> dict:
         file = folder / f"{slug(label)}.sqlog"
         title = f"ccdiff replay of {path} on {label}"
         header = qlog.header_record(title, f"trace {run.trace.header.name or path}: "
-                                    f"{run.trace.header.comment}".strip(), f"ccdiff {__version__}: {label}")
-        qlog.write_sqlog(file, header, qlog.records_by_event(run.trace, run.resolved,
-                                                              run.result.runs[label].snapshots))
+                                    f"{run.trace.header.comment}".strip(), f"ccdiff {__version__}: {label}",
+                                    schema)
+        stack_run = run.result.runs[label]
+        parameters = qlog.recovery_parameters(run.trace, run.resolved, stack_run.snapshots,
+                                              stack_run.target.family, stack_run.profile.min_window_datagrams)
+        qlog.write_sqlog(file, header, qlog.records_by_event(run.trace, run.resolved, stack_run.snapshots,
+                                                              schema, parameters))
         written[(path, label)] = file.relative_to(out).as_posix()
     return written
 
 
-def build_report(doc: dict, out: Path, base: Path = Path(".")) -> dict:
-    """Write the report folder; returns summary.json's content."""
+def build_report(doc: dict, out: Path, base: Path = Path("."), qlog_schema: str = qlog.DEFAULT_SCHEMA) -> dict:
+    """Write the report folder; returns summary.json's content.  qlog_schema: "0.3" or "draft"."""
+    qlog.check_schema(qlog_schema)
     runs = load_runs(doc, base)
     out = Path(out)
     _prepare_out(out)
@@ -150,7 +156,7 @@ def build_report(doc: dict, out: Path, base: Path = Path(".")) -> dict:
             dest = out / "traces" / f"{trace_slugs[run.path]}.jsonl"
             shutil.copyfile(run.file, dest)
             traces_out[run.path] = dest.relative_to(out).as_posix()
-    qlogs = _write_qlogs(out, runs, views, trace_slugs)
+    qlogs = _write_qlogs(out, runs, views, trace_slugs, qlog_schema)
     timelines, jobs = {}, []
     for view in views:     # one plot per run, shared by that run's findings
         key = (view.trace_path, view.label)
@@ -205,5 +211,6 @@ def _matrix(runs, views) -> dict:
             "groups": [(f"cell-{slug(k[0])}--{k[1]}", k, v) for k, v in sorted(cells.items())]}
 
 
-def report_from_file(path: str, out: str) -> dict:
-    return build_report(read_document(path), Path(out), base=Path(path).resolve().parent)
+def report_from_file(path: str, out: str, qlog_schema: str = qlog.DEFAULT_SCHEMA) -> dict:
+    return build_report(read_document(path), Path(out), base=Path(path).resolve().parent,
+                        qlog_schema=qlog_schema)
