@@ -15,9 +15,10 @@ def _builder():
     return build
 
 
-def build_report(doc, out, base="."):
-    """Write a report folder from a findings document (the JSON of `ccdiff replay/matrix --json`)."""
-    return _builder().build_report(doc, Path(out), Path(base))
+def build_report(doc, out, base=".", **options):
+    """Write a report folder from a findings document (the JSON of `ccdiff replay/matrix --json`);
+    options: names, closed_loop (ccdiff/report/build.py)."""
+    return _builder().build_report(doc, Path(out), Path(base), **options)
 
 
 def report_from_file(path, out):
