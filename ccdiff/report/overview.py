@@ -57,10 +57,13 @@ def _seed_link(out: Path, case: dict, pages: dict) -> dict:
     """A failing seed: its first finding page if the stack's report has one and it exists,
     else its trace file, else (an error without a trace) no link."""
     found = [p for p in pages.get(case.get("trace"), []) if (out / p["href"]).is_file()]
-    reason = (case.get("reasons") or [""])[0]
-    if found:
-        return {"seed": case["seed"], "href": found[0]["href"], "kind": "finding",
-                "title": f"{found[0]['status']}: {found[0]['invariant']} — {reason}", "id": found[0]["id"]}
+    reasons = case.get("reasons") or [""]
+    reason = reasons[0]
+    if found:   # the hover text describes the linked finding, not the case's first reason (a deadline)
+        first = found[0]
+        detail = next((r for r in reasons if r.startswith(str(first["invariant"]))), reason)
+        return {"seed": case["seed"], "href": first["href"], "kind": "finding",
+                "title": f"{first['status']}: {detail}", "id": first["id"]}
     if case.get("trace") and (out / case["trace"]).is_file():
         return {"seed": case["seed"], "href": case["trace"], "kind": "trace", "title": reason, "id": None}
     return {"seed": case["seed"], "href": None, "kind": case["status"], "title": reason, "id": None}

@@ -176,3 +176,28 @@ def test_chromium_shows_the_matrix(runs, tmp_path):
         assert any(abs(r - 0xd6) < 8 and abs(g - 0xf0) < 8 and abs(b - 0xd6) < 8 for r, g, b in colours)
         assert any(abs(r - 0xf4) < 8 and abs(g - 0xb6) < 8 and abs(b - 0xb6) < 8 for r, g, b in colours)
     print(f"screenshot: {shot}")
+
+
+def test_a_reused_out_links_only_this_runs_pages(tmp_path):
+    """A failing run, then an all-pass run into the same OUT: the earlier report folder is
+    removed (remove_stale_outputs) and the overview, rewritten after that, links nothing of
+    it; conform writes nothing in OUT outside its OWNED list."""
+    from ccdiff.conform import OWNED
+    out = tmp_path / "out"
+    common = ["conform", "--scenarios", "death-spiral", "--seeds", "1", "--jobs", "1", "--out", str(out)]
+    assert main(common + ["--stacks", "x=oracle:idle=last-send"]) == 1
+    assert 'href="report/x/findings/death-spiral-seed-0--' in (out / "index.html").read_text()
+    assert {p.name for p in out.iterdir()} <= set(OWNED)
+    assert main(common + ["--stacks", "x=oracle"]) == 0
+    text = (out / "index.html").read_text()
+    assert not (out / "report" / "x").exists() and "report/" not in text
+    assert {p.name for p in out.iterdir()} <= set(OWNED)
+
+
+def test_labels_and_reasons_are_escaped(tmp_path):
+    """A report name is the user's text: it reaches the page escaped, never as markup."""
+    scenario = load_scenario("death-spiral").with_params(bytes=300_000)
+    summary = run_conform(['"<i>&=oracle:idle=last-send'], [scenario], [0], str(tmp_path), jobs=1)
+    write_outputs(summary, str(tmp_path))
+    text = (tmp_path / "index.html").read_text()
+    assert "<i>" not in text and "&#34;&lt;i&gt;&amp;" in text
