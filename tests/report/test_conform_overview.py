@@ -26,58 +26,52 @@ ARGS = ["conform", "--stack", "oracle", "--stack", "quiche@0.26.0", "--scenarios
 
 
 class Cells(HTMLParser):
-    """The overview's matrix: (stack, scenario) -> {passed, runs, links}, read from the
-    cells' data attributes and the seed links inside them."""
+    """The overview's matrix: (stack, scenario) -> {passed, runs, class, links}, read from
+    the cells' data attributes and the "seed N" links inside them."""
 
     def __init__(self):
         super().__init__()
-        self.scenarios, self.cells, self.title = [], {}, ""
-        self._in, self._row, self._col, self._stack = None, None, -1, None
+        self.scenarios, self.cells = [], {}
+        self._header = None        # "col" / "row" inside a <th scope=...>
+        self._stack = None         # the row's stack: the first text of its row header
+        self._cell = None          # the rate cell being read
+        self._href = None          # the link being read, inside a rate cell
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "tr":
-            self._row, self._col = [], -1
+            self._stack, self._cell = None, None
         elif tag == "th":
-            self._in = "th-col" if a.get("scope") == "col" else "th-row" if a.get("scope") == "row" else None
-        elif tag == "td" and "rate" in (a.get("class") or ""):
-            self._col += 1
-            cell = {"passed": int(a["data-passed"]), "runs": int(a["data-runs"]), "links": {},
-                    "class": a["class"]}
-            self.cells[(self._stack, self.scenarios[self._col])] = cell
-            self._cell = cell
-        elif tag == "a" and a.get("href", "").startswith(("report/", "traces/")) and self._col >= 0:
-            self._href = a["href"]
-        elif tag == "title":
-            self._in = "title"
+            self._header = a.get("scope")
+        elif tag == "td" and "rate" in (a.get("class") or "").split():
+            column = sum(1 for key in self.cells if key[0] == self._stack)
+            self._cell = {"passed": int(a["data-passed"]), "runs": int(a["data-runs"]), "class": a["class"],
+                          "links": {}}
+            self.cells[(self._stack, self.scenarios[column])] = self._cell
+        elif tag == "a" and self._cell is not None:
+            self._href = a.get("href")
 
     def handle_endtag(self, tag):
-        if tag in ("th", "title"):
-            self._in = None
-        if tag == "a":
+        if tag == "th":
+            self._header = None
+        elif tag == "a":
             self._href = None
 
     def handle_data(self, data):
-        if self._in == "th-col":
-            self.scenarios.append(data.strip())
-        elif self._in == "th-row" and data.strip() and self._stack_pending():
-            self._stack = data.strip()
-        elif self._in == "title":
-            self.title += data
-        elif getattr(self, "_href", None) and data.startswith("seed "):
-            self._cell["links"][int(data.split()[1])] = self._href
-
-    def _stack_pending(self):
-        # the row header is the stack, then an optional "report" link: keep the first text
-        first = self._col == -1 and self._row == []
-        if first:
-            self._row.append("stack")
-        return first
+        text = data.strip()
+        if not text:
+            return
+        if self._header == "col":
+            self.scenarios.append(text)
+        elif self._header == "row" and self._stack is None:
+            self._stack = text
+        elif self._href and text.startswith("seed "):
+            self._cell["links"][int(text.split()[1])] = self._href
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The same conform run twice, into a and b; stderr of the first."""
+    """The same conform run twice, into a and b (for the byte-identity check)."""
     base = tmp_path_factory.mktemp("conform-overview")
     for name in ("a", "b"):
         assert main(ARGS + ["--out", str(base / name)]) == 1
