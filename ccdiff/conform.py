@@ -620,6 +620,7 @@ def report_failures(summary: dict, out_dir: str, stacks: list) -> list:
         cells = [c for c in summary["cells"] if c["stack"] == label]
         closed_loop = {"stack": label, "passed": sum(c["passed"] for c in cells),
                        "runs": sum(c["runs"] for c in cells), "scenarios": [c["scenario"] for c in cells],
+                       "seeds": len(summary["seeds"]),
                        "overview": "../../" + OVERVIEW}
         doc = run_matrix(traces, [spec_of.get(label, label)])
         if not doc["findings"]:

@@ -145,8 +145,8 @@ def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | Non
 
     names: trace path -> the name its finding ids, plots and qlog folders use (default:
     the file's stem).  closed_loop: set by `ccdiff conform`, whose traces are failing seeds
-    of a closed-loop run of one stack: {"stack", "passed", "runs", "overview"} -- the
-    page then says so, counts in seeds and links back to the run's overview."""
+    of a closed-loop run of one stack: {"stack", "passed", "runs", "seeds", "scenarios",
+    "overview"} -- the page then says so, counts in seeds and links back to the overview."""
     runs = load_runs(doc, base)
     out = Path(out)
     _prepare_out(out)

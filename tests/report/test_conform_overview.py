@@ -125,7 +125,7 @@ def test_finding_ids_carry_the_scenario_and_pages_say_closed_loop(runs):
     assert ids and all(i.startswith("death-spiral-seed-0--") for i in ids), ids
     stack_page = (out / "report" / "quiche@0.26.0" / "index.html").read_text()
     assert "<title>ccdiff conform: quiche@0.26.0, closed loop</title>" in stack_page
-    assert "passed\n<strong>0 of 2</strong> seeds" in stack_page
+    assert "passed\n<strong>0 of 2</strong> runs\n(2 seeds × 1\nscenario: death-spiral)" in stack_page
     assert "traces passed" not in stack_page and "replayed seeds passed" in stack_page
     assert 'href="../../index.html"' in stack_page
     summary = json.loads((out / "report" / "quiche@0.26.0" / "summary.json").read_text())
