@@ -334,12 +334,17 @@ def cmd_conform(args) -> int:
             print(f"report: {folder}/index.html", file=sys.stderr)
     for path in remove_stale_outputs(args.out, earlier, summary, reports):
         print(f"removed {path} (an earlier run's, not produced by this one)", file=sys.stderr)
+    # Again now that the reports exist and stale ones are gone: its links point at this run's pages.
+    from .conform import write_overview
+    overview = write_overview(summary, args.out)
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""
             print_wrapped(console, f"regression {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}",
                           style="red")
         console.print(f"{len(regressions)} regressions against {args.baseline}")
+    print(f"overview: {overview}", file=sys.stderr)      # last line: the one page to open
+    if regressions is not None:
         return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if regressions else EXIT_OK
     return exit_code(summary)
 
@@ -594,7 +599,8 @@ def _add_conform(sub) -> None:
     p.add_argument("--first-seed", type=int, default=0, metavar="S",
                    help="first seed; the run uses S .. S+N-1 (default 0)")
     p.add_argument("--out", default="reports/conform", metavar="DIR",
-                   help="output folder: summary.json, junit.xml, cases.jsonl, traces/ (default reports/conform)")
+                   help="output folder: index.html (the overview), summary.json, junit.xml, cases.jsonl, "
+                        "traces/, report/ (default reports/conform)")
     p.add_argument("--jobs", type=int, default=0, metavar="N", help="worker processes (default: cores)")
     p.add_argument("--traces", choices=["failing", "all", "none"], default="failing",
                    help="which runs keep a replayable trace under DIR/traces (default failing)")

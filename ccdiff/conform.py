@@ -9,6 +9,9 @@ error for that case only and the worker is replaced.  Results are written as
   junit.xml      one test case per stack x scenario
   traces/        the replayable trace of every failing case
                  (`ccdiff replay traces/<scenario>/<stack>/seed-N.jsonl --stack <stack>`)
+  index.html     the overview: pass rate, completion and impact per stack x scenario,
+                 each failing seed linked to its finding page (ccdiff/report/overview.py)
+  report/<stack>/  the HTML report of each failing stack
 
 Every scenario also runs the Reno controls: oracle-reno and the Reno alias of
 each stack.  Exit codes: 0 all pass, 1 failures, 2 errors.
@@ -35,8 +38,15 @@ from .output import write_text_atomic
 from .stacks import load_recipes, resolve
 
 SCHEMA = "ccdiff-conform/1"
+# delivered_bytes and total_bytes: the impact of a run that missed its deadline (the
+# overview shows "2.34 MB of 10 MB delivered" from metrics_late).
 SUMMARY_METRICS = ("completion_us", "min_window_us", "recovery_transitions", "goodput_bytes_per_s",
-                   "max_cwnd", "ptos", "persistent_congestions", "events")
+                   "max_cwnd", "ptos", "persistent_congestions", "events", "delivered_bytes", "total_bytes")
+OVERVIEW = "index.html"
+# Everything conform writes into OUT.  summary.json, junit.xml and the overview are
+# rewritten whole by every run; traces/ and report/ are pruned by remove_stale_outputs to
+# what the earlier run's own records name; nothing else in OUT is ever touched.
+OWNED = ("summary.json", "junit.xml", "cases.jsonl", OVERVIEW, "traces", "report")
 
 
 def split_label(item: str) -> tuple:
@@ -435,6 +445,15 @@ def write_outputs(summary: dict, out_dir: str) -> None:
     # Atomically: a CI job never reads half a summary.
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
     write_text_atomic(out / "junit.xml", junit_xml(summary).decode())
+    # The overview too, on every run, so OUT never holds one from an earlier run; it links
+    # the report pages that exist now (call write_overview again after report_failures).
+    write_overview(summary, out_dir)
+
+
+def write_overview(summary: dict, out_dir: str) -> Path:
+    """OUT/index.html (ccdiff/report/overview.py); returns its path."""
+    from .report.overview import write_overview as write
+    return write(summary, out_dir)
 
 
 def junit_xml(summary: dict) -> bytes:
@@ -589,10 +608,20 @@ def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str 
     first: dict = {}
     for case in summary["cases"]:
         if case["status"] == "fail" and case.get("trace"):
-            first.setdefault((case["stack"], case["scenario"]), case["trace"])
+            first.setdefault((case["stack"], case["scenario"]), case)
     written = []
     for label in dict.fromkeys(stack for stack, _ in first):
-        traces = [str(Path(out_dir) / trace) for (stack, _), trace in sorted(first.items()) if stack == label]
+        cases = [case for (stack, _), case in sorted(first.items()) if stack == label]
+        traces = [str(Path(out_dir) / case["trace"]) for case in cases]
+        # Every conform trace is called seed-N.jsonl (one folder per scenario and stack):
+        # name each by its scenario and seed, so finding ids read
+        # death-spiral-seed-0--quiche-0.26.0--... and never seed-0-2--...
+        names = {path: f"{case['scenario']}-seed-{case['seed']}" for path, case in zip(traces, cases)}
+        cells = [c for c in summary["cells"] if c["stack"] == label]
+        closed_loop = {"stack": label, "passed": sum(c["passed"] for c in cells),
+                       "runs": sum(c["runs"] for c in cells), "scenarios": [c["scenario"] for c in cells],
+                       "seeds": len(summary["seeds"]),
+                       "overview": "../../" + OVERVIEW}
         doc = run_matrix(traces, [spec_of.get(label, label)])
         if not doc["findings"]:
             continue          # failed on the deadline alone: the pass-rate table says so
@@ -604,7 +633,7 @@ def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str 
         if folder.exists():
             import shutil
             shutil.rmtree(folder)
-        build_report(doc, folder, qlog_schema=qlog_schema)
+        build_report(doc, folder, names=names, closed_loop=closed_loop, qlog_schema=qlog_schema)
         written.append(folder)
     return written
 
@@ -636,7 +665,8 @@ def remove_stale_outputs(out_dir: str, earlier: tuple[set, set], summary: dict, 
     """Remove what an earlier run wrote into OUT and this one no longer produces (a trace of
     a case that passes now, the report of a stack that passes now), so that OUT, and
     serve-reports listing it, describe this run only.  Only paths inside OUT/traces and
-    OUT/report that the earlier run's own records name are touched.  Returns them."""
+    OUT/report that the earlier run's own records name are touched (the overview,
+    OUT/index.html, is not stale: write_outputs rewrites it every run).  Returns them."""
     out = Path(out_dir).resolve()
     traces, stacks = earlier
     current = {c["trace"] for c in summary["cases"] if c.get("trace")}

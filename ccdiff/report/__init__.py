@@ -15,10 +15,11 @@ def _builder():
     return build
 
 
-def build_report(doc, out, base=".", qlog_schema="0.3"):
-    """Write a report folder from a findings document (the JSON of `ccdiff replay/matrix --json`).
-    qlog_schema: "0.3" (qvis, the default) or "draft" (ccdiff/report/qlog.py)."""
-    return _builder().build_report(doc, Path(out), Path(base), qlog_schema)
+def build_report(doc, out, base=".", **options):
+    """Write a report folder from a findings document (the JSON of `ccdiff replay/matrix --json`);
+    options: names, closed_loop, qlog_schema ("0.3" for qvis, the default, or "draft";
+    ccdiff/report/build.py and qlog.py)."""
+    return _builder().build_report(doc, Path(out), Path(base), **options)
 
 
 def report_from_file(path, out, qlog_schema="0.3"):

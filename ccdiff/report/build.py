@@ -83,11 +83,11 @@ def _prepare_out(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _views(runs) -> list:
+def _views(runs, names: dict | None = None) -> list:
     recipes = load_recipes()
     targets = {}
     views, used = [], set()
-    trace_slugs = _trace_slugs(runs)
+    trace_slugs = _trace_slugs(runs, names)
     for run in runs:
         for finding in run.findings:
             target = targets.setdefault(finding.stack, resolve(finding.stack, recipes))
@@ -103,10 +103,14 @@ def _views(runs) -> list:
     return views
 
 
-def _trace_slugs(runs) -> dict:
+def _trace_slugs(runs, names: dict | None = None) -> dict:
+    """A file-name-safe, unique name per trace: the file's stem, or names[path] when the
+    caller knows better (conform's traces are all called seed-N.jsonl, one folder per
+    scenario; without the scenario, ids came out as seed-0-2--... and lost it)."""
     out, used = {}, set()
+    names = names or {}
     for run in runs:
-        base = slug(Path(run.path).stem)
+        base = slug(names.get(run.path) or Path(run.path).stem)
         name, n = base, 2
         while name in used:
             name, n = f"{base}-{n}", n + 1
@@ -140,14 +144,21 @@ def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT
     return written
 
 
-def build_report(doc: dict, out: Path, base: Path = Path("."), qlog_schema: str = qlog.DEFAULT_SCHEMA) -> dict:
-    """Write the report folder; returns summary.json's content.  qlog_schema: "0.3" or "draft"."""
+def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | None = None,
+                 closed_loop: dict | None = None, qlog_schema: str = qlog.DEFAULT_SCHEMA) -> dict:
+    """Write the report folder; returns summary.json's content.
+
+    names: trace path -> the name its finding ids, plots and qlog folders use (default:
+    the file's stem).  closed_loop: set by `ccdiff conform`, whose traces are failing seeds
+    of a closed-loop run of one stack: {"stack", "passed", "runs", "seeds", "scenarios",
+    "overview"} -- the page then says so, counts in seeds and links back to the overview.
+    qlog_schema: "0.3" (what qvis reads, the default) or "draft" (ccdiff/report/qlog.py)."""
     qlog.check_schema(qlog_schema)
     runs = load_runs(doc, base)
     out = Path(out)
     _prepare_out(out)
-    views = _views(runs)
-    trace_slugs = _trace_slugs(runs)
+    views = _views(runs, names)
+    trace_slugs = _trace_slugs(runs, names)
     env = _environment()
     traces_out = {}
     for run in runs:
@@ -185,7 +196,8 @@ def build_report(doc: dict, out: Path, base: Path = Path("."), qlog_schema: str 
     ci.write_summary(out / "summary.json", data)
     ci.write_junit(out / "junit.xml", runs, views)
     (out / "index.html").write_text(env.get_template("index.html").render(
-        root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=__version__))
+        root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=__version__,
+        closed_loop=closed_loop))
     return data
 
 
