@@ -116,6 +116,21 @@ CATALOG = {inv.id: inv for inv in [
               "target is at most 1.5 * cwnd (RFC 9438 §4.2), so in congestion avoidance one "
               "acknowledged byte may grow the window by at most half a byte (plus one datagram of "
               "rounding for stacks that grow in whole datagrams).", False, "MUST", "RFC 9438 §4.4"),
+    Invariant("ca-without-epoch", "Congestion avoidance with no epoch",
+              "RFC 9438 §4.2, §4.8",
+              "During the first congestion avoidance stage after a timeout, CUBIC increases its "
+              "congestion window size using Figure 1, where t is the elapsed time since the beginning "
+              "of the current congestion avoidance, K is set to 0, and W_max is set to the congestion "
+              "window size at the beginning of the current congestion avoidance stage.",
+              "W_cubic(t) (RFC 9438 §4.2) needs t = t_current - t_epoch: a CUBIC stack that grows its "
+              "window in congestion avoidance (by its own reported phase) while it has no epoch computes "
+              "t from an unset value. ngtcp2 1.25.0 after persistent congestion (`cubic_vars_reset` sets "
+              "epoch_start = UINT64_MAX, `ngtcp2_cc.c` ~198) computes t = ts - UINT64_MAX, which at a "
+              "real clock makes W_cubic huge, so the window grows at the 1.5 x cwnd target cap instead "
+              "of from K = 0 and W_max = cwnd as §4.8 describes. Judged only for CUBIC stacks whose "
+              "adapter reports an epoch at all (one has been reported earlier in the run); the RFC "
+              "describes the curve without a keyword, so a profile may document it.",
+              True, "descriptive", "RFC 9438 §4.8"),
     Invariant("ss-growth-bound", "Slow-start growth beyond the bytes acknowledged",
               "RFC 9002 §7.3.1",
               "While a sender is in slow start, the congestion window increases by the number of bytes "
@@ -313,6 +328,9 @@ class Checker:
         # Adapters whose stack applies a loss only inside the ACK that reveals it (ngtcp2)
         # report a provisional snapshot for the loss event (docs/adapters.md).
         self.provisional_loss = loss_applied_with_ack
+        # ca-without-epoch: only for a stack whose adapter has reported an epoch in this run
+        # (Reno stacks and adapters without an epoch field never do).
+        self.reports_epoch = False
 
     def flag(self, invariant: str, index: int, t: int, detail: str) -> None:
         found = self.findings.get(invariant)
@@ -330,6 +348,8 @@ class Checker:
             flag("numeric-error", index, t, f"snapshot has cwnd={cwnd}, ssthresh={after.ssthresh}, "
                  f"w_max={after.w_max}, K={after.k_us}")
             return
+        if after.epoch_start_us is not None:
+            self.reports_epoch = True
         if cwnd < self.min_window:
             flag("cwnd-below-minimum", index, t, f"cwnd {cwnd} < minimum window {self.min_window} "
                  f"(2 x {self.mds})")
@@ -443,6 +463,11 @@ class Checker:
             flag("ca-growth-bound", index, t,
                  f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
                  f"(at most {acked // 2} + {self.mds})")
+        if (grew > 0 and self.time_based and self.reports_epoch and before.phase == CONGESTION_AVOIDANCE
+                and after.epoch_start_us is None):
+            flag("ca-without-epoch", index, t,
+                 f"congestion avoidance grew cwnd {before.cwnd} -> {after.cwnd} on an ACK while the stack "
+                 f"reports no epoch (t_epoch unset, RFC 9438 §4.2: t = t_current - t_epoch)")
         # stuck-at-minimum: count acknowledged packets sent after the last signal while the
         # window sits near the floor without growing at all.
         if after.cwnd > self.near_floor or (self.stuck_cwnd is not None and after.cwnd > self.stuck_cwnd):

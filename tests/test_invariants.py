@@ -71,8 +71,8 @@ def lossy_flow() -> Flow:
 def test_catalog_entries_are_complete():
     required = {"future-recovery-start", "cwnd-below-minimum", "stuck-at-minimum", "missing-reduction",
                 "excess-reduction", "growth-in-recovery", "growth-while-app-limited", "idle-inflation",
-                "ca-growth-bound", "ss-growth-bound", "persistent-congestion-ignored", "numeric-error",
-                "trajectory-divergence"}
+                "ca-growth-bound", "ca-without-epoch", "ss-growth-bound", "persistent-congestion-ignored",
+                "numeric-error", "trajectory-divergence"}
     assert required <= set(CATALOG)
     for inv in CATALOG.values():
         assert inv.title and inv.rfc and inv.why
@@ -359,3 +359,96 @@ def test_small_window_on_a_tiny_bdp_path_is_not_stuck():
     assert "stuck-at-minimum" not in check_with_bdp(flow, pin, int(2.5 * MDS))
     at_floor = lambda i, ev, b, s: s._replace(cwnd=2 * MDS) if ev.t > flow.collapse_t else s  # noqa: E731
     assert "stuck-at-minimum" in check_with_bdp(flow, at_floor, int(2.5 * MDS))
+
+
+def checker_findings(flow: Flow, perturb=None) -> dict:
+    """Like check(), but the findings themselves: invariant id -> Finding."""
+    trace = flow.trace()
+    ledger, truth = Ledger(trace.header), Truth()
+    oracle = Cubic(MDS, trace.header.initial_rtt_us)
+    checker = Checker("test", MDS, "cubic")
+    before = None
+    for index, event in enumerate(trace.events):
+        ev = ledger.resolve(event)
+        truth.update(ev)
+        snap = oracle.step(ev)
+        if perturb:
+            snap = perturb(index, ev, before, snap) or snap
+        checker.check(index, ev, before, snap, truth)
+        before = snap
+    return {f.invariant: f for f in checker.finish()}
+
+
+def first_avoidance_growth(flow: Flow) -> int:
+    """Index of the first ACK on which the oracle, already in congestion avoidance by its own
+    phase and with an epoch, grows the window."""
+    trace = flow.trace()
+    ledger, oracle, before = Ledger(trace.header), Cubic(MDS, trace.header.initial_rtt_us), None
+    for index, event in enumerate(trace.events):
+        ev = ledger.resolve(event)
+        snap = oracle.step(ev)
+        if (ev.kind == ACKED and before is not None and before.phase == "congestion_avoidance"
+                and snap.cwnd > before.cwnd and snap.epoch_start_us is not None):
+            return index
+        before = snap
+    raise AssertionError("no growth in congestion avoidance")
+
+
+def avoidance_flow() -> Flow:
+    flow = flow_after_one_loss()
+    for _ in range(4):
+        flow.round_trip(25, RTT)
+    return flow
+
+
+def test_ca_without_epoch_fires_once_at_the_ack_that_grows_with_no_epoch():
+    """RFC 9438 §4.2/§4.8: growth in congestion avoidance follows W_cubic(t), t = t_current -
+    t_epoch.  A stack that reports congestion avoidance, has reported epochs before, and grows
+    on an ACK while its epoch is unset (ngtcp2 after cubic_vars_reset) is flagged there, once."""
+    flow = avoidance_flow()
+    target = first_avoidance_growth(flow)
+    drop = lambda i, ev, b, s: s._replace(epoch_start_us=None) if i == target else None  # noqa: E731
+    found = checker_findings(flow, drop)
+    assert set(found) == {"ca-without-epoch"}
+    assert (found["ca-without-epoch"].event_index, found["ca-without-epoch"].count) == (target, 1)
+
+
+def test_ca_without_epoch_is_quiet_when_the_epoch_exists_or_is_never_reported():
+    """The correct oracle (its epoch starts on the first avoidance ACK) is clean; a CUBIC
+    adapter that reports no epoch field at all is not judged; growth in slow start with no
+    epoch (every stack before its first congestion event) is no finding."""
+    flow = avoidance_flow()
+    assert "ca-without-epoch" not in checker_findings(flow)
+    never = lambda i, ev, b, s: s._replace(epoch_start_us=None)  # noqa: E731
+    assert "ca-without-epoch" not in checker_findings(flow, never)
+    assert "ca-without-epoch" not in checker_findings(lossy_flow())
+
+
+def test_ca_without_epoch_is_descriptive_and_waivable():
+    inv = CATALOG["ca-without-epoch"]
+    assert (inv.keyword, inv.waivable, inv.quote_from) == ("descriptive", True, "RFC 9438 §4.8")
+
+
+def test_ngtcp2_grows_in_avoidance_with_no_epoch_after_persistent_congestion():
+    """ngtcp2 1.25.0, closed loop (persistent-congestion, seed 1, deterministic): persistent
+    congestion calls cubic_vars_reset (epoch_start = UINT64_MAX, ngtcp2_cc.c ~198) but keeps
+    ssthresh; slow start reaches it and congestion avoidance runs with no epoch, at the 1.5 x
+    cwnd target cap (t = ts - UINT64_MAX, cc.c ~277) until the next loss sets one."""
+    import pytest
+    from ccdiff.sim import load_scenario, simulate
+    from ccdiff.stacks import load_recipes, resolve
+    target = resolve("ngtcp2@1.25.0", load_recipes())
+    if not target.recipe.library(target.version).exists():
+        pytest.skip("ngtcp2@1.25.0 is not built (set CCDIFF_BUILD_DIR)")
+    result = simulate(load_scenario("persistent-congestion"), "ngtcp2@1.25.0", 1)
+    found = {f["invariant"]: f for f in result.findings}
+    assert (found["ca-without-epoch"]["event_index"], found["ca-without-epoch"]["count"]) == (3194, 89)
+    replayed = replay(decode_trace(result.trace_text()), ["ngtcp2@1.25.0", "oracle"])
+    ours = {f.invariant for f in replayed.findings if f.stack == "ngtcp2@1.25.0"}
+    assert "ca-without-epoch" in ours
+    assert not [f for f in replayed.findings if f.stack == "oracle"]
+
+
+def decode_trace(text: str):
+    from ccdiff.trace import parse_trace_text
+    return parse_trace_text(text, "sim")
