@@ -111,3 +111,26 @@ def test_the_generated_c_test_still_fails_on_master(generated, tmp_path):
     proc = compile_and_run(generated, tree / "lib", gen, tmp_path)
     assert proc.returncode != 0, proc.stdout
     assert "assertion failed: cstat.cwnd <= " in proc.stderr, proc.stderr
+
+
+def test_the_finding_page_is_new_with_the_stored_reproducer_and_the_c_test(tmp_path):
+    """`ccdiff replay examples/idle-restart.jsonl --stack oracle --stack ngtcp2 --report DIR`:
+    finding.md starts with status `new`, and -- the example is too long to shrink while the
+    report is written -- carries the committed reproducer and the C test generated from it."""
+    import json
+    from ccdiff.build import ensure_built
+    from ccdiff.cli import main
+    pinned_tree()
+    ensure_built("ngtcp2@1.25.0")
+    findings, out = tmp_path / "findings.json", tmp_path / "report"
+    assert main(["replay", str(ROOT / "examples" / "idle-restart.jsonl"), "--stack", "oracle", "--stack",
+                 "ngtcp2@1.25.0", "--json", str(findings), "--report", str(out)]) == 1
+    doc = json.loads(findings.read_text())
+    idle = [f for f in doc["findings"] if f["invariant"] == "idle-inflation"]
+    assert idle and idle[0]["upstream_status"] == "new"
+    pages = [p for p in out.rglob("finding.md") if "idle-inflation" in str(p)]
+    assert pages, sorted(str(p) for p in out.rglob("*"))
+    text = pages[0].read_text()
+    assert "fuzz/reproducers/ngtcp2-idle-inflation.jsonl" in text
+    assert "### As a test for ngtcp2's own suite" in text
+    assert f"void {FUNCTION}(void) {{" in text and "```c" in text
