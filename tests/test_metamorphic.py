@@ -137,7 +137,6 @@ KNOWN_STACK_CHANGES = {
     ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
     ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@6"}, PER_FRAME),
     ("idle-restart.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
-    ("ngtcp2-idle-inflation.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),   # idle-restart.jsonl minimized
     ("quiche-missed-event-then-growth.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@12"}, PER_FRAME),
 }
 
