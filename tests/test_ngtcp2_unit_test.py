@@ -3,10 +3,10 @@ ngtcp2 1.25.0: its CUBIC counts an 8 s idle period towards t (RFC 9438 §4.2 MUS
 the first round trip after the idle grows cwnd past the bound (issue 15's must-show: one
 `new` finding carried all the way).
 
-The reproducer is fuzz/reproducers/ngtcp2-idle-inflation.jsonl (26 events, strict): `ccdiff
-minimize` of a hand-made trace with examples/idle-restart.jsonl's shape (a cwnd-limited bulk
-into congestion avoidance, 8 s idle, bulk again); ddmin of the example itself stops at 4033
-events (docs/closed-loop-results.md).  The
+The reproducer is fuzz/reproducers/ngtcp2-idle-inflation.jsonl (69 events, strict, with the
+application's app_idle / app_data): shrunk from a hand-made trace with examples/idle-restart.jsonl's
+shape (a cwnd-limited bulk into congestion avoidance, 8 s idle, bulk again); ddmin of the
+example itself stops at 4033 events (docs/closed-loop-results.md).  The
 generated function is what a maintainer pastes into tests/ngtcp2_cc_test.c; here it is
 compiled with gcc against the pinned source ccdiff's build unpacked (the files
 implementations/ngtcp2/build.sh compiles, with its generated version.h), with a three-line
@@ -84,7 +84,8 @@ def test_the_reproducer_is_strict_and_small():
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "strict" in proc.stdout
-    assert len(trace.events) <= 26
+    assert len(trace.events) <= 69
+    assert any(type(ev).__name__ == "AppIdle" for ev in trace.events), "the write call that finds no data"
 
 
 def test_the_generated_c_test_is_an_ngtcp2_munit_test(generated):
@@ -99,10 +100,10 @@ def test_the_generated_c_test_fails_on_ngtcp2_1_25_0(generated, tmp_path):
     proc = compile_and_run(generated, lib, gen, tmp_path)
     assert proc.returncode != 0, proc.stdout
     # After the 8 s idle, the first round trip takes cwnd past the bound (RFC 9438 §4.2).
-    # The driver reproduces ccdiff's replay exactly: 5486 -> 8486 over 6000 bytes acked (0.5 per
+    # The driver reproduces ccdiff's replay exactly: 6880 -> 14080 over 14400 bytes acked (0.5 per
     # byte: the target is capped at 1.5 cwnd, W_cubic(t) with t = 8 s is off the curve), where
-    # 2 x max(pre-idle rate 0.191, Reno rate 1200/5486) + 0.05 per byte allows 8411.
-    assert "assertion failed: cstat.cwnd <= 8411 (8486 <= 8411)" in proc.stderr, proc.stderr
+    # 2 x max(pre-idle rate 0.108, Reno rate 1200/6880) + 0.05 per byte allows 12624.
+    assert "assertion failed: cstat.cwnd <= 12624 (14080 <= 12624)" in proc.stderr, proc.stderr
     assert "passed" not in proc.stdout
 
 
@@ -134,6 +135,6 @@ def test_the_finding_page_is_new_with_the_stored_reproducer_and_the_c_test(tmp_p
     pages = [p for p in out.rglob("finding.md") if "idle-inflation" in str(p)]
     assert pages, sorted(str(p) for p in out.rglob("*"))
     text = pages[0].read_text()
-    assert "reproducer `fuzz/reproducers/ngtcp2-idle-inflation.jsonl` shows the finding in 26 events" in text
+    assert "reproducer `fuzz/reproducers/ngtcp2-idle-inflation.jsonl` shows the finding in 69 events" in text
     assert "### As a test for ngtcp2's own suite" in text
     assert f"void {FUNCTION}(void) {{" in text and "```c" in text

@@ -300,7 +300,7 @@ def _idle_inflation_check(trace, resolved: list, finding, mds: int) -> tuple:
     text = (f"first round trip after the idle (events {start}..{index}): cwnd {base} at the first send, "
             f"{acked} bytes acknowledged; RFC 9438 §4.2 (t excludes the idle period) keeps the growth "
             f"per byte acked near the {pre_rate - 0.0005:.3f} of the round trip before the idle; "
-            f"ccdiff allows 2 x that + 0.05 (or 2 datagrams)")
+            f"ccdiff allows 2 x max(that, the Reno rate {mds}/{base}) + 0.05 per byte (or 2 datagrams)")
     return index, base + allowed, text
 
 
