@@ -272,7 +272,7 @@ def stored_reproducer(view: FindingView):
     if not path.exists():
         return None
     small = load_trace(str(path))
-    if (small.reachability or "strict") != "strict" or len(small.events) >= len(view.run.trace.events):
+    if (small.reachability or "strict") != "strict" or len(small.events) > len(view.run.trace.events):
         return None
     if not any(v.invariant == view.finding.invariant for v in replay(small, [view.label]).violations):
         return None
