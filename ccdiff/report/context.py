@@ -217,17 +217,25 @@ def minimal(view: FindingView) -> dict:
     {} when the run is too long to shrink while writing a report (`ccdiff minimize` does it)."""
     from ..fuzzing.triage import Signature, reduce, signatures
     from ..trace import dump_trace
-    from .unit_test import NotExpressible, quiche_test
+    from .unit_test import NotExpressible, ngtcp2_test, ngtcp2_test_file, quiche_test
     trace, f = view.run.trace, view.finding
-    if len(trace.events) > MINIMIZE_LIMIT or f.status != "violation" or view.target.kind != "native":
+    if f.status != "violation" or view.target.kind != "native":
         return {}
-    keys = [key for key, sig in signatures(trace, view.label).items() if sig.invariant == f.invariant]
-    if not keys:
-        return {}
-    sig = signatures(trace, view.label)[keys[0]]
-    small, repair = reduce(trace, sig, view.label)
+    stored = stored_reproducer(view)
+    if stored is not None:
+        small, repair = stored
+    else:
+        if len(trace.events) > MINIMIZE_LIMIT:
+            return {}
+        keys = [key for key, sig in signatures(trace, view.label).items() if sig.invariant == f.invariant]
+        if not keys:
+            return {}
+        sig = signatures(trace, view.label)[keys[0]]
+        small, repair = reduce(trace, sig, view.label)
     out = {"trace": dump_trace(small), "events": len(small.events), "reachability": small.reachability,
            "repair": repair}
+    if repair == "stored":
+        out["stored"] = f"fuzz/reproducers/{stored_name(view)}"
     if view.target.recipe is not None and view.target.recipe.name == "quiche":
         try:
             out["rust"] = quiche_test(small, f.invariant, f"ccdiff_{f.invariant}",
@@ -235,7 +243,40 @@ def minimal(view: FindingView) -> dict:
                                       f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize")
         except (NotExpressible, KeyError) as exc:
             out["rust_why_not"] = str(exc) or f"no quiche assertion for {f.invariant} yet"
+    if view.target.recipe is not None and view.target.recipe.name == "ngtcp2":
+        try:
+            out["c"] = ngtcp2_test_file(ngtcp2_test(small, f.invariant, f.invariant,
+                                   f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
+                                   f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
+                                   spec=view.label))
+            out["c_name"] = "test_ngtcp2_cc_cubic_" + f.invariant.replace("-", "_")
+        except (NotExpressible, KeyError) as exc:
+            out["c_why_not"] = str(exc) or f"no ngtcp2 assertion for {f.invariant} yet"
     return out
+
+
+def stored_name(view: FindingView) -> str:
+    return f"{view.target.recipe.name}-{view.finding.invariant}.jsonl"
+
+
+def stored_reproducer(view: FindingView):
+    """(trace, "stored") when fuzz/reproducers/STACK-INVARIANT.jsonl (made with `ccdiff minimize`
+    and committed) is strict and shows the finding on this stack; too long a run to shrink
+    while writing a report (MINIMIZE_LIMIT) still gets its minimal reproducer that way."""
+    from ..paths import project_root
+    from ..replay import replay
+    from ..trace import load_trace
+    if view.target.recipe is None:
+        return None
+    path = project_root() / "fuzz" / "reproducers" / stored_name(view)
+    if not path.exists():
+        return None
+    small = load_trace(str(path))
+    if (small.reachability or "strict") != "strict" or len(small.events) > len(view.run.trace.events):
+        return None
+    if not any(v.invariant == view.finding.invariant for v in replay(small, [view.label]).violations):
+        return None
+    return small, "stored"
 
 
 def describe(view: FindingView) -> dict:
