@@ -19,7 +19,6 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from .. import __version__
 from ..errors import SetupError
 from ..provenance import ccdiff_version
 from ..invariants import CATALOG
@@ -151,7 +150,7 @@ def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT
         file = folder / f"{slug(label)}.sqlog"
         title = f"ccdiff replay of {path} on {label}"
         header = qlog.header_record(title, f"trace {run.trace.header.name or path}: "
-                                    f"{run.trace.header.comment}".strip(), f"ccdiff {__version__}: {label}",
+                                    f"{run.trace.header.comment}".strip(), f"ccdiff {ccdiff_version()}: {label}",
                                     schema)
         stack_run = run.result.runs[label]
         parameters = qlog.recovery_parameters(run.trace, run.resolved, stack_run.snapshots,
