@@ -169,3 +169,32 @@ def test_ccdiff_version_names_the_commit():
     version = ccdiff_version()
     assert re.fullmatch(r"\d+\.\d+\.\d+( \([0-9a-f]{4,40}(\+dirty)?\))?", version), version
     assert ccdiff_version() == version                  # one answer per process
+
+
+def test_real_profile_links_point_inside_their_files():
+    """Against the unpacked pinned trees: every link the profiles and notes produce names
+    a file of that version's tree and lines that exist in it."""
+    import tomllib
+    from ccdiff.provenance import source_root
+    checked = 0
+    for name, recipe in load_recipes().items():
+        profile = tomllib.loads((recipe.folder / "profile.toml").read_text())
+        texts = [(d["code"], None) for d in profile.get("deviation", []) if d.get("code")]
+        texts += [(v["note"], version) for version, v in recipe.provenance["versions"].items() if v.get("note")]
+        for text, default in texts:
+            for piece in link_code(text, recipe, default):
+                if not piece["url"]:
+                    continue
+                commit, rest = piece["url"].split("/blob/", 1)[1].split("/", 1)
+                version = next(v for v, p in recipe.provenance["versions"].items()
+                               if p.get("upstream_commit") == commit)
+                prefix = recipe.provenance["versions"][version]["path_in_repo"]
+                path, anchor = rest.split("#", 1)
+                path = path[len(prefix) + 1:] if prefix else path
+                lines = (source_root(recipe, version) / path).read_text(errors="replace").count("\n") + 1
+                last = int(anchor.split("-")[-1].lstrip("L"))
+                assert last <= lines, (piece, lines)
+                checked += 1
+    if not checked:
+        pytest.skip("no pinned source unpacked (ccdiff build all)")
+    assert checked > 100
