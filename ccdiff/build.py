@@ -96,14 +96,15 @@ def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
 
 def recipe_digest(recipe: StackRecipe) -> str | None:
     """A hash of what a stack's build is made from besides upstream: its folder (adapter,
-    build.sh, patches, locks; not profile.toml, which no build reads) and the adapter ABI
+    build.sh, patches, locks; not profile.toml or provenance.toml, which no build reads) and the adapter ABI
     header.  A build made from other files is stale and is rebuilt: after a `git pull` or an
     edit to an adapter, nothing runs yesterday's library.  None where the recipe's sources
     are not present (a runtime image holds only the built libraries)."""
     if not (recipe.folder / "build.sh").exists():
         return None
     root = implementations_dir()
-    files = sorted(p for p in recipe.folder.rglob("*") if p.is_file() and p.name != "profile.toml"
+    files = sorted(p for p in recipe.folder.rglob("*") if p.is_file()
+                   and p.name not in ("profile.toml", "provenance.toml")
                    and not any(part.startswith(".") or part == "target"
                                for part in p.relative_to(recipe.folder).parts))
     files.append(root / "include" / "ccdiff_adapter.h")

@@ -28,6 +28,7 @@ class StackRecipe:
     aliases: dict             # alias -> "key=value,..."
     description: str = ""
     loss_applied_with_ack: bool = False  # loss snapshots are provisional (docs/adapters.md)
+    provenance: dict = field(default_factory=dict)   # provenance.toml (ccdiff/provenance.py)
 
     def build_folder(self, version: str) -> Path:
         return build_dir() / self.name / version
@@ -66,8 +67,19 @@ def load_recipes() -> dict[str, StackRecipe]:
             default_version=data.get("default_version") or next(iter(versions), ""),
             versions=versions, options=data.get("options", []),
             aliases=data.get("aliases", {}), description=data.get("description", ""),
-            loss_applied_with_ack=bool(data.get("loss_applied_with_ack", False)))
+            loss_applied_with_ack=bool(data.get("loss_applied_with_ack", False)),
+            provenance=_load_provenance(path.with_name("provenance.toml")))
     return recipes
+
+
+def _load_provenance(path: Path) -> dict:
+    """Upstream repository, commit and path per pinned version; {} where there is none."""
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SetupError(f"{path}: {exc}") from None
 
 
 def _family(options: tuple) -> str:

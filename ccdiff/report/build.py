@@ -12,13 +12,15 @@ Layout (docs/reports.md):
 """
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 
-from .. import __version__
 from ..errors import SetupError
+from ..provenance import ccdiff_version
 from ..invariants import CATALOG
 from ..stacks import load_recipes, resolve
 from . import ci, qlog
@@ -37,6 +39,8 @@ def _environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["md_code"] = md_code
     env.filters["md_fence"] = md_fence
+    env.filters["md_pieces"] = md_pieces
+    env.filters["html_pieces"] = html_pieces
     env.filters["ms"] = lambda us: "-" if us is None else f"{us / 1000:g} ms"
     return env
 
@@ -58,6 +62,19 @@ def _backtick_runs(text: str) -> list:
             runs.append(current)
             current = ""
     return runs + ([current] if current else [])
+
+
+def md_pieces(pieces) -> str:
+    """Text with permalinks (ccdiff/provenance.py link_code) as Markdown: links as
+    [`cubic.rs:151-176`](url), the prose between them as text that cannot open markup."""
+    return "".join(f"[{md_code(p['text'])}]({p['url']})" if p["url"] else
+                   re.sub(r"([\\`*\[\]<>|])", r"\\\1", p["text"]) for p in pieces)
+
+
+def html_pieces(pieces) -> Markup:
+    """The same as HTML: every text escaped, links as <a href>."""
+    return Markup("").join(Markup('<a href="{}">{}</a>').format(p["url"], p["text"]) if p["url"]
+                           else escape(p["text"]) for p in pieces)
 
 
 def md_fence(text: str, info: str = "") -> str:
@@ -133,7 +150,7 @@ def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT
         file = folder / f"{slug(label)}.sqlog"
         title = f"ccdiff replay of {path} on {label}"
         header = qlog.header_record(title, f"trace {run.trace.header.name or path}: "
-                                    f"{run.trace.header.comment}".strip(), f"ccdiff {__version__}: {label}",
+                                    f"{run.trace.header.comment}".strip(), f"ccdiff {ccdiff_version()}: {label}",
                                     schema)
         stack_run = run.result.runs[label]
         parameters = qlog.recovery_parameters(run.trace, run.resolved, stack_run.snapshots,
@@ -188,7 +205,7 @@ def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | Non
             plots.append(zoom[1])
         ctx.update(plots=plots, trace_file=traces_out[view.trace_path],
                    qlog_stack=qlogs[(view.trace_path, view.label)],
-                   qlog_oracle=qlogs.get((view.trace_path, view.reference)), version=__version__)
+                   qlog_oracle=qlogs.get((view.trace_path, view.reference)), version=ccdiff_version())
         (folder / "index.html").write_text(finding_tpl.render(root="../../", **ctx))
         (folder / "finding.md").write_text(md_tpl.render(**ctx))
     draw_all(jobs)
@@ -196,7 +213,7 @@ def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | Non
     ci.write_summary(out / "summary.json", data)
     ci.write_junit(out / "junit.xml", runs, views)
     (out / "index.html").write_text(env.get_template("index.html").render(
-        root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=__version__,
+        root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=ccdiff_version(),
         closed_loop=closed_loop))
     return data
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from .. import __version__
+from ..provenance import ccdiff_version
 from ..invariants import CATALOG
 
 
@@ -29,7 +29,7 @@ def summary(runs, views) -> dict:
         }
     return {
         "ccdiff_report": 1,
-        "ccdiff_version": __version__,
+        "ccdiff_version": ccdiff_version(),
         "traces": [r.path for r in runs],
         "stacks": list(stacks),
         "totals": {"findings": len(views),

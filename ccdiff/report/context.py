@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from ..provenance import ccdiff_version, link_code, pin
 from ..status import status_of
 from ..replay import REFERENCE
 from ..trace import event_to_dict
@@ -66,9 +66,15 @@ def reference_of(target) -> str | None:
 
 
 def version_note(target) -> str:
-    """The stack.toml comment on this version's line, e.g. quiche 0.26.0's '(cubic.rs:152-176)'."""
+    """ccdiff's note on this version, e.g. quiche 0.26.0's '... (cubic.rs:151-176)'.
+
+    provenance.toml's `note` first: the stack.toml comment cannot be corrected without
+    marking the built library stale (build.py hashes stack.toml); it is the fallback."""
     if target.recipe is None:
         return ""
+    note = pin(target.recipe, target.version).get("note")
+    if note:
+        return note
     text = (target.recipe.folder / "stack.toml").read_text()
     match = re.search(r'^version\s*=\s*"%s"\s*#\s*(.+)$' % re.escape(target.version), text, re.M)
     return match.group(1).strip() if match else ""
@@ -116,22 +122,29 @@ SOURCE_REF = re.compile(r"([\w/.-]+\.(?:rs|c|h|cc|cpp)):\d+")
 def code_locations(view: FindingView, deviations: list) -> list:
     """Where in the stack's source the behaviour lives, as far as ccdiff's files know.
 
-    The `code` of each deviation that bears on the finding, and the comment on
-    the version's line in stack.toml (quiche 0.26.0: 'carries the idle-restart
-    death spiral (cubic.rs:152-176)') when one of those deviations points into
-    the same source file -- otherwise that comment is about something else and
-    is shown with the versions only.
+    The `code` of each deviation that bears on the finding, and ccdiff's note on
+    the version (quiche 0.26.0: 'carries the idle-restart death spiral
+    (cubic.rs:151-176)') when one of those deviations points into the same
+    source file -- otherwise that note is about something else and is shown
+    with the versions only.  Each location is a list of pieces {"text", "url"}:
+    line ranges become permalinks at the version's upstream commit
+    (ccdiff/provenance.py), the rest stays text.
     """
-    locations = []
-    note = version_note(view.target)
+    target, locations = view.target, []
+    note = version_note(target)
     files = {Path(f).name for f in SOURCE_REF.findall(note)}
     if files and any(name in dev.get("code", "") for dev in deviations for name in files):
-        locations.append(f"ccdiff's note on {view.target.recipe.name} {view.target.version} "
-                         f"(stack.toml): {note}")
+        locations.append(_label(f"ccdiff's note on {target.recipe.name} {target.version}: ")
+                         + link_code(note, target.recipe, target.version))
     for dev in deviations:
         if dev.get("code"):
-            locations.append(f"{dev['id']}: {dev['code']}")
+            # A profile entry's line numbers are about the version named after them.
+            locations.append(_label(f"{dev['id']}: ") + link_code(dev["code"], target.recipe))
     return locations
+
+
+def _label(text: str) -> list:
+    return [{"text": text, "url": None}]
 
 
 def at_violation(view: FindingView) -> list:
@@ -191,17 +204,43 @@ def replay_commands(view: FindingView, trace_path: str) -> dict:
 
 
 def versions(view: FindingView) -> list:
-    rows = [("ccdiff", __version__)]
+    """Rows (name, pieces): what ran, and where upstream its code is (provenance.toml)."""
+    rows = [("ccdiff", _label(ccdiff_version()))]
     target = view.target
     if target.recipe is not None:
-        pin = target.recipe.versions.get(target.version, {})
-        rows.append((target.recipe.name, target.version + (f" ({pin['url']}, sha256 {pin['sha256']})"
-                                                           if pin else "")))
+        pin_ = target.recipe.versions.get(target.version, {})
+        rows.append((target.recipe.name, _label(target.version + (f" ({pin_['url']}, sha256 {pin_['sha256']})"
+                                                                  if pin_ else ""))))
+        upstream = upstream_row(target)
+        if upstream:
+            rows.append((f"{target.recipe.name} upstream", upstream))
         note = version_note(target)
         if note:
-            rows.append((f"ccdiff's note on {target.recipe.name} {target.version}", note))
-        rows.append(("options", target.options_text or "(defaults)"))
+            rows.append((f"ccdiff's note on {target.recipe.name} {target.version}",
+                         link_code(note, target.recipe, target.version)))
+        rows.append(("options", _label(target.options_text or "(defaults)")))
     return rows
+
+
+def upstream_row(target) -> list:
+    """'https://github.com/ngtcp2/ngtcp2 at commit f9e9ff0... (tag v1.25.0), vendored in crate
+    ngtcp2-sys 0.2.0 (crates.io), deps/ngtcp2' with the repository tree at that commit linked."""
+    p = pin(target.recipe, target.version)
+    ref = p.get("upstream_commit") or p.get("upstream_tag")
+    if not (p.get("upstream_repo") and ref):
+        return []
+    path = p.get("path_in_repo", "").strip("/")
+    tree = f"{p['upstream_repo']}/tree/{ref}" + (f"/{path}" if path else "")
+    tag = f" (tag {p['upstream_tag']})" if p.get("upstream_commit") and p.get("upstream_tag") else ""
+    where = f", {path}/ in the repository" if path else ""
+    packaged = f"; packaged as {p['package']}" if p.get("package") else ""
+    return [{"text": f"{p['upstream_repo']} at {'commit ' if p.get('upstream_commit') else 'tag '}", "url": None},
+            {"text": ref, "url": tree}] + _label(f"{tag}{where}{packaged}")
+
+
+def driven(view: FindingView) -> str:
+    """How ccdiff drove the stack's controller and what it injected (provenance.toml)."""
+    return view.target.recipe.provenance.get("driven", "") if view.target.recipe else ""
 
 
 def event_at(view: FindingView) -> dict:
@@ -290,4 +329,4 @@ def describe(view: FindingView) -> dict:
             # The bug report is read elsewhere: it replays the trace file saved under its own name.
             "trace_name": Path(view.trace_path).name,
             "replay_md": replay_commands(view, Path(view.trace_path).name),
-            "versions": versions(view), "event": event_at(view), "header": view.run.trace.header}
+            "versions": versions(view), "driven": driven(view), "event": event_at(view), "header": view.run.trace.header}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .. import __version__
+from ..provenance import ccdiff_version
 from ..conform import OVERVIEW, _safe as _folder
 from ..output import write_text_atomic
 from ..units import duration, size
@@ -104,7 +104,7 @@ def overview_context(summary: dict, out: Path) -> dict:
                 "seeds": [_seed_link(out, case, pages) for case in by_cell.get((label, scenario), [])],
             })
         rows.append(row)
-    return {"summary": summary, "rows": rows, "version": __version__}
+    return {"summary": summary, "rows": rows, "version": ccdiff_version()}
 
 
 def write_overview(summary: dict, out_dir) -> Path:

@@ -76,7 +76,7 @@ def test_hostile_pages_in_chromium_run_nothing(tmp_path):
 
 
 def test_hostile_stack_texts_are_escaped(death_report, tmp_path, monkeypatch):
-    """Texts from a stack's own files (profile.toml, stack.toml comments) are escaped too."""
+    """Texts from a stack's own files (profile.toml, provenance.toml) are escaped too."""
     import shutil
     from ccdiff.paths import build_dir, implementations_dir
     home = tmp_path / "home"
@@ -87,10 +87,13 @@ def test_hostile_stack_texts_are_escaped(death_report, tmp_path, monkeypatch):
     profile = (quiche / "profile.toml").read_text()
     profile = profile.replace('summary = "After idle', 'summary = "<script>alert(4)</script> After idle')
     (quiche / "profile.toml").write_text(profile)
-    recipe = (quiche / "stack.toml").read_text()
-    (quiche / "stack.toml").write_text(recipe.replace("# carries the idle-restart", "# <img src=x onerror=alert(5)> carries"))
+    # The version note and how ccdiff drove the stack are read from provenance.toml.
+    prov = (quiche / "provenance.toml").read_text()
+    prov = prov.replace('note = "carries the idle-restart', 'note = "<img src=x onerror=alert(5)> carries')
+    (quiche / "provenance.toml").write_text(prov.replace('driven = """', 'driven = """<b onclick=x>'))
     out = tmp_path / "report"
     assert main(["replay", str(DEATH_SPIRAL), "--stack", "quiche@0.26.0", "--report", str(out)]) == 1
     html = (out / "findings" / "death-spiral--quiche-0.26.0--future-recovery-start" / "index.html").read_text()
     assert "<script>alert(4)" not in html and "&lt;script&gt;alert(4)&lt;/script&gt; After idle" in html
     assert "<img src=x onerror=alert(5)>" not in html and "&lt;img src=x onerror=alert(5)&gt; carries" in html
+    assert "<b onclick" not in html and "&lt;b onclick=x&gt;ccdiff builds" in html

@@ -70,9 +70,16 @@ def test_finding_md_is_a_complete_upstream_report(death_report):
         assert section in md, section
     assert "ae3d74f54c01a8be984dabe97ec79b9fceba5054177f703c012ed0f9dc541f81" in md      # pinned crate
     assert "> where t is the elapsed time in seconds from the beginning of the current congestion avoidance stage" in md
-    assert "- `ccdiff's note on quiche 0.26.0 (stack.toml): carries the idle-restart death spiral " \
-        "(cubic.rs:152-176)`" in md                                                    # code location
-    assert "- `idle-shift-from-last-send: src/recovery/congestion/cubic.rs:151-176 (0.26.0)" in md
+    # Code locations: one line range for the death spiral on every page, linked at the exact commit.
+    link = ("https://github.com/cloudflare/quiche/blob/0ed0918d1b68965fe210ec32ae2a55a4f377766a/"
+            "quiche/src/recovery/congestion/cubic.rs#L151-L176")
+    assert "- ccdiff's note on quiche 0.26.0: carries the idle-restart death spiral " \
+        f"([`cubic.rs:151-176`]({link}))" in md
+    assert f"- idle-shift-from-last-send: [`src/recovery/congestion/cubic.rs:151-176`]({link}) (0.26.0); " in md
+    assert "152-176" not in md
+    assert "- quiche upstream: https://github.com/cloudflare/quiche at commit [`0ed0918d1b68965fe210ec32ae2a55a4f377766a`]" in md
+    assert "How ccdiff drove the controller: " in md and "implementations/quiche/patches/ccdiff_internal.rs" in md
+    assert re.search(r"\*Found by ccdiff \d+\.\d+\.\d+ \([0-9a-f]+(\+dirty)?\),", md)
     assert re.search(r"\| recovery_start_us \*\*≠\*\* \| 50400 \| 60600 \|", md)          # expected vs actual
     assert "Save the trace above as `death-spiral.jsonl`, then:" in md
     assert "ccdiff replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
