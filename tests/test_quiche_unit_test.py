@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import urllib.request
 from pathlib import Path
@@ -107,7 +108,7 @@ def cargo_test(tree: Path, target: Path, stubs: Path) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("min") / "min.jsonl"
-    proc = subprocess.run(["python3", "-m", "ccdiff", "minimize", "examples/death-spiral.jsonl", "--stack",
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", "minimize", "examples/death-spiral.jsonl", "--stack",
                            "quiche@0.26.0", "--invariant", "future-recovery-start", "-o", str(out)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
