@@ -10,7 +10,7 @@ These runs are deterministic, so a report build runs each (scenario, seed, stack
 (ClosedLoopRuns) and the pages stay byte-identical.
 
 The stack's own numbers come from rerunning its closed loop too, and count only when that
-rerun writes the finding's trace again, line for line: a trace run with `ccdiff sim --set`,
+rerun writes the finding's trace events again, line for line: a trace run with `ccdiff sim --set`,
 edited, or written by another ccdiff has no impact table, only the command that measures it.
 
 Open-loop traces (examples/*.jsonl) get one line: impact needs a closed-loop run, and the
@@ -177,7 +177,9 @@ def impact(view, runs: ClosedLoopRuns | None = None) -> dict:
         mine = runs.get(scenario, seed, view.target, view.label, series=False)
     except SetupError as exc:
         return {"kind": "closed", "command": command, "note": f"the closed loop could not be rerun here: {exc}"}
-    if mine.lines != view.run.lines:
+    # The events, line for line (the header's comment names the stack as conform labelled it:
+    # NAME=SPEC runs SPEC under NAME).
+    if mine.lines[1:] != view.run.lines[1:]:
         return {"kind": "closed", "command": command,
                 "note": "this trace is not the run that command gives with this ccdiff (run with --set, "
                         "edited, or written by another version)"}

@@ -209,6 +209,23 @@ def test_clip_steps_carries_the_value_in_effect_into_the_window():
     assert plots.clip_steps(times, values, 40, 50) == ([40], [4])
 
 
+def test_a_named_stack_is_rerun_under_its_spec(tmp_path):
+    """NAME=SPEC: conform's trace header names NAME, the rerun SPEC; the events decide."""
+    out = tmp_path / "out"
+    assert main(["conform", "--stack", "mutant=oracle:idle=last-send", "--scenarios", "death-spiral",
+                 "--seeds", "1", "--jobs", "1", "--out", str(out)]) == 1
+    pages = sorted((out / "report" / "mutant" / "findings").iterdir())
+    assert pages
+    for page in pages:
+        parser = ImpactTable()
+        parser.feed((page / "index.html").read_text())
+        assert list(parser.rows) == ["oracle:idle=last-send", "oracle", "oracle-reno"], page.name
+        assert parser.rows["oracle:idle=last-send"]["cells"][1].startswith("did not complete in 10 s")
+        md = (page / "finding.md").read_text()
+        assert "ccdiff sim death-spiral --seed 0 --stack oracle:idle=last-send" in md
+        assert "replayed on" not in md.split("## Impact", 1)[1].split("\n## ", 1)[0]   # no oracle beside it
+
+
 # ---------------------------------------------------------------- open loop and the rest
 
 def test_open_loop_finding_has_no_impact_table(death_report):
