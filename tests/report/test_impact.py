@@ -26,6 +26,7 @@ from ccdiff.report.impact import closed_loop_of, cwnd_steps
 from ccdiff.trace import load_trace
 from ccdiff.units import duration
 
+from .browser import load
 from .conftest import DS_FINDING
 
 STACK = "quiche@0.26.0"
@@ -191,6 +192,17 @@ def test_outputs_are_byte_identical_across_runs(conform):
     assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for rel in files:
         assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
+
+
+def test_chromium_shows_the_impact_before_the_plots(conform, tmp_path):
+    shot = tmp_path / "finding.png"
+    dom, messages = load(conform["report"] / "findings" / FINDING / "index.html", tmp_path / "profile",
+                         screenshot=shot)
+    assert messages == []
+    assert dom.index('id="impact-table"') < dom.index('id="plots"')
+    assert "did not complete in 10 s (2.34 MB of 10 MB delivered)" in dom and "3.38 s" in dom
+    assert 'src="../../plots/death-spiral-seed-1/quiche-0.26.0.png"' in dom
+    print(f"screenshot: {shot}")
 
 
 # ---------------------------------------------------------------- pure functions
