@@ -60,7 +60,7 @@ class ClosedLoopRun:
     label: str
     status: str
     metrics: dict
-    lines: list = field(repr=False)          # its trace's text lines (line 1 = header)
+    lines: list = field(repr=False)          # its trace's text lines (line 1 = header); [] for a control
     times_us: list = field(default_factory=list, repr=False)   # cwnd change points (cwnd_steps)
     cwnd: list = field(default_factory=list, repr=False)
 
@@ -95,7 +95,7 @@ class ClosedLoopRuns:
         """stack: a SPEC or a Target.  Raises SetupError when it cannot run here."""
         key = (scenario.name, seed, label)
         run = self._runs.get(key)
-        if run is None or (series and not run.times_us):
+        if run is None or (series and not run.times_us) or (not series and not run.lines):
             run = _simulate(scenario, seed, stack, label, series)
             self._runs[key] = run
         return run
@@ -105,7 +105,9 @@ def _simulate(scenario, seed: int, stack, label: str, series: bool) -> ClosedLoo
     from ..replay import replay
     from ..sim import simulate
     result = simulate(scenario, stack, seed, record=True)
-    run = ClosedLoopRun(label, result.status, result.metrics, result.trace_text().splitlines())
+    # A stack's trace lines are compared with the finding's trace; a control's are not kept
+    # (conform's report may hold many scenarios' runs at once).
+    run = ClosedLoopRun(label, result.status, result.metrics, [] if series else result.trace_text().splitlines())
     if series and result.trace is not None:
         # The run's trace through the same controller gives the run's own snapshots (engine.py).
         spec = stack if isinstance(stack, str) else label

@@ -14,7 +14,6 @@ import json
 import re
 import shutil
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
