@@ -598,9 +598,15 @@ def cpu_count() -> int:
 def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str = "0.3") -> list:
     """One HTML report per failing stack (OUT/report/<stack>/), from the first failing
     seed of each scenario: its closed-loop trace replayed open loop, plots, finding.md,
-    qlog (qlog_schema "0.3" or "draft").  Returns the report folders written."""
+    qlog (qlog_schema "0.3" or "draft"), and on each finding page the impact: the stack's
+    run beside the oracle's and the Reno control's own closed loops on the same scenario
+    and seed (ccdiff/report/impact.py).  Returns the report folders written."""
     from .matrix import run_matrix
     from .report import build_report
+    from .report.impact import ClosedLoopRuns
+    # The oracle's and the Reno control's own closed loops (each finding page's Impact
+    # section), run once per scenario and seed for every stack's report.
+    closed_loop_runs = ClosedLoopRuns()
     spec_of = {}
     for item in stacks:
         label, spec = split_label(item)
@@ -633,7 +639,8 @@ def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str 
         if folder.exists():
             import shutil
             shutil.rmtree(folder)
-        build_report(doc, folder, names=names, closed_loop=closed_loop, qlog_schema=qlog_schema)
+        build_report(doc, folder, names=names, closed_loop=closed_loop, qlog_schema=qlog_schema,
+                     closed_loop_runs=closed_loop_runs)
         written.append(folder)
     return written
 

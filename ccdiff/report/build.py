@@ -25,6 +25,7 @@ from ..invariants import CATALOG
 from ..stacks import load_recipes, resolve
 from . import ci, qlog
 from .context import FindingView, describe, reference_of, slug
+from .impact import ClosedLoopRuns, impact
 from .load import load_runs, read_document
 from .plots import draw_all, run_job, window_job
 
@@ -162,14 +163,19 @@ def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT
 
 
 def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | None = None,
-                 closed_loop: dict | None = None, qlog_schema: str = qlog.DEFAULT_SCHEMA) -> dict:
+                 closed_loop: dict | None = None, qlog_schema: str = qlog.DEFAULT_SCHEMA,
+                 closed_loop_runs: ClosedLoopRuns | None = None) -> dict:
     """Write the report folder; returns summary.json's content.
 
     names: trace path -> the name its finding ids, plots and qlog folders use (default:
     the file's stem).  closed_loop: set by `ccdiff conform`, whose traces are failing seeds
     of a closed-loop run of one stack: {"stack", "passed", "runs", "seeds", "scenarios",
     "overview"} -- the page then says so, counts in seeds and links back to the overview.
-    qlog_schema: "0.3" (what qvis reads, the default) or "draft" (ccdiff/report/qlog.py)."""
+    qlog_schema: "0.3" (what qvis reads, the default) or "draft" (ccdiff/report/qlog.py).
+    closed_loop_runs: the oracle's and the Reno control's own closed-loop runs, shared by
+    several builds (conform's per-stack reports); a build keeps its own otherwise.  A finding
+    on a closed-loop trace ("SCENARIO seed=N") gets an Impact section and those runs' cwnd
+    in its plots (ccdiff/report/impact.py)."""
     qlog.check_schema(qlog_schema)
     runs = load_runs(doc, base)
     out = Path(out)
@@ -185,21 +191,23 @@ def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | Non
             shutil.copyfile(run.file, dest)
             traces_out[run.path] = dest.relative_to(out).as_posix()
     qlogs = _write_qlogs(out, runs, views, trace_slugs, qlog_schema)
+    closed_loop_runs = closed_loop_runs if closed_loop_runs is not None else ClosedLoopRuns()
+    impacts = {id(view): impact(view, closed_loop_runs) for view in views}
     timelines, jobs = {}, []
     for view in views:     # one plot per run, shared by that run's findings
         key = (view.trace_path, view.label)
         if key not in timelines:
             file = out / "plots" / trace_slugs[view.trace_path] / f"{slug(view.label)}.png"
             file.parent.mkdir(parents=True, exist_ok=True)
-            jobs.append(run_job(file, [view] + view.siblings))
+            jobs.append(run_job(file, [view] + view.siblings, impacts[id(view)].get("series", ())))
             timelines[key] = file.relative_to(out).as_posix()
     finding_tpl, md_tpl = env.get_template("finding.html"), env.get_template("finding.md")
     for view in views:
         folder = out / "findings" / view.id
         folder.mkdir(parents=True)
-        ctx = describe(view)
+        ctx = describe(view, impact_of=impacts[id(view)])
         plots = [{"file": "../../" + timelines[(view.trace_path, view.label)], "caption": "the whole run"}]
-        zoom = window_job(folder, view)
+        zoom = window_job(folder, view, impacts[id(view)].get("series", ()))
         if zoom:
             jobs.append(zoom[0])
             plots.append(zoom[1])

@@ -318,10 +318,16 @@ def stored_reproducer(view: FindingView):
     return small, "stored"
 
 
-def describe(view: FindingView) -> dict:
-    """Everything a finding page and its finding.md need."""
+def describe(view: FindingView, closed_loop_runs=None, impact_of=None) -> dict:
+    """Everything a finding page and its finding.md need.
+
+    closed_loop_runs: a ccdiff.report.impact.ClosedLoopRuns shared by one report build (the
+    oracle's and the Reno control's own closed loops, run once per scenario and seed);
+    impact_of: the impact already computed for this view (build_report's, for the plots)."""
+    from .impact import impact
     deviations = related_deviations(view)
     return {"view": view, "f": view.finding, "inv": view.invariant, "deviations": deviations,
+            "impact": impact_of if impact_of is not None else impact(view, closed_loop_runs),
             "status": view.status, "minimal": minimal(view),
             "all_deviations": view.stack_run.profile.deviations,
             "code": code_locations(view, deviations), "at": at_violation(view),

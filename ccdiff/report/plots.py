@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import textwrap
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib
 
@@ -35,6 +35,10 @@ plt.rcParams["text.parse_math"] = False
 STACK_STYLE = dict(color="#b2182b", linestyle="-", linewidth=1.6)
 ORACLE_STYLE = dict(color="#2166ac", linestyle="--", linewidth=1.4)
 MARK_STYLE = dict(color="black", linestyle=(0, (4, 2, 1, 2)), linewidth=1.2)
+# The oracle's and the Reno control's own closed loops (ccdiff/report/impact.py), on the
+# window panel: their own colours and dash patterns, distinct in grayscale from the above.
+CLOSED_LOOP_STYLES = (dict(color="#1b7837", linestyle=(0, (1, 1.2)), linewidth=1.5),
+                      dict(color="#762a83", linestyle=(0, (6, 1.5, 1, 1.5, 1, 1.5)), linewidth=1.2))
 PNG_METADATA = {"Software": None}   # no version/date stamp: deterministic bytes
 FIGSIZE = (11, 8.4)                 # inches at 100 dpi: 1100 x 840 px
 AXES_RIGHT = 0.74                   # the legends live in the right quarter, off the data
@@ -177,6 +181,38 @@ def window(events, index: int) -> tuple:
     return lo, hi
 
 
+def clip_steps(times_us, values, t0: float, t1: float) -> tuple:
+    """A step series (drawn where="post") cut to [t0, t1]: the value in effect at t0 starts
+    at t0, and a series that goes on past t1 is carried to t1 (a run that ended inside the
+    window ends where it ended)."""
+    first = bisect.bisect_right(times_us, t0)
+    last = bisect.bisect_right(times_us, t1)
+    times, out = list(times_us[first:last]), list(values[first:last])
+    if first > 0:
+        times.insert(0, t0)
+        out.insert(0, values[first - 1])
+    if last < len(times_us) and out:
+        times.append(t1)
+        out.append(out[-1])
+    return times, out
+
+
+def closed_loop_lines(job) -> list:
+    """What the window panel draws of the controls' own closed loops, one dict per run:
+    {"label" (legend text, one line: "oracle own loop, 3.38 s"), "x_ms", "y"}; within the
+    zoom's time range when it has one."""
+    lines = []
+    for series in job.closed_loop:
+        times, cwnd = series["times_us"], series["cwnd"]
+        if job.xlim_us is not None:
+            times, cwnd = clip_steps(times, cwnd, *job.xlim_us)
+        elif job.clip_us is not None:
+            times, cwnd = clip_steps(times, cwnd, *job.clip_us)
+        lines.append({"label": f"{series['label']} own loop, {series['note']}",
+                      "x_ms": [t / 1000 for t in times], "y": list(cwnd)})
+    return lines
+
+
 def badge_groups(marks_ms, span_ms: float, min_gap: float = 0.02) -> list:
     """Findings closer than min_gap of the x span share one numbered badge: [(x, "1, 2"), ...].
 
@@ -207,27 +243,36 @@ class PlotJob:
     marks: list            # (t_us, invariant, event_index)
     rtt_us: int | None = None           # smoothed RTT at the first mark (symlog threshold)
     xlim_us: tuple | None = None        # the zoom's time range; None: the events' own
+    # The oracle's and the Reno control's own closed-loop runs on the same scenario and seed:
+    # [{"label", "times_us", "cwnd", "note"}] (impact.py; cwnd steps, not per event).
+    closed_loop: list = field(default_factory=list)
+    clip_us: tuple | None = None        # a zoom without xlim: the time range closed_loop is cut to
 
 
-def job_for(path, view, marks, lo: int = 0, hi: int | None = None, xlim_us=None) -> PlotJob:
-    """Events lo..hi-1 of the finding's run; marks: the findings to draw."""
+def job_for(path, view, marks, lo: int = 0, hi: int | None = None, xlim_us=None, closed_loop=()) -> PlotJob:
+    """Events lo..hi-1 of the finding's run; marks: the findings to draw; closed_loop: the
+    controls' own closed-loop cwnd series (impact.py), cut to events lo..hi-1 in a zoom."""
     stack_snaps = view.stack_run.snapshots
     oracle_snaps = view.oracle_run.snapshots if view.oracle_run else None
     hi = min(hi if hi is not None else len(stack_snaps), len(stack_snaps))
     first = min(f.event_index for f in marks)
+    times = [ev.t for ev in view.run.trace.events[lo:hi]]
+    whole = lo == 0 and hi == len(stack_snaps)
     return PlotJob(str(path), f"{view.label} vs {view.reference or 'no oracle'} — {view.trace_path}",
-                   view.label, view.reference or "", [ev.t for ev in view.run.trace.events[lo:hi]],
+                   view.label, view.reference or "", times,
                    stack_snaps[lo:hi], oracle_snaps[lo:hi] if oracle_snaps else None,
                    [(f.t_us, f.invariant, f.event_index) for f in marks],
-                   rtt_at(getattr(view.run, "resolved", None), first), xlim_us)
+                   rtt_at(getattr(view.run, "resolved", None), first), xlim_us, list(closed_loop),
+                   None if whole or not times else (times[0], times[-1]))
 
 
-def run_job(path, views) -> PlotJob:
-    """The whole run of one stack on one trace, every finding of the run marked."""
-    return job_for(path, views[0], [v.finding for v in views])
+def run_job(path, views, closed_loop=()) -> PlotJob:
+    """The whole run of one stack on one trace, every finding of the run marked; closed_loop:
+    the oracle's and the Reno control's own runs beside it (closed-loop traces only)."""
+    return job_for(path, views[0], [v.finding for v in views], closed_loop=closed_loop)
 
 
-def window_job(folder, view) -> tuple | None:
+def window_job(folder, view, closed_loop=()) -> tuple | None:
     """For long runs, a zoom on this finding's first violation: (job, {"file", "caption"})."""
     n = len(view.stack_run.snapshots)
     if n <= 4 * WINDOW_EVENTS:
@@ -238,10 +283,10 @@ def window_job(folder, view) -> tuple | None:
         lo, hi, t0, t1 = rtt_window([ev.t for ev in events], index, rtt)
         caption = (f"{WINDOW_RTTS} smoothed RTTs ({duration(rtt)}) either side of the violation, "
                    f"events {lo}–{hi - 1}")
-        return (job_for(folder / "window.png", view, [view.finding], lo, hi, (t0, t1)),
+        return (job_for(folder / "window.png", view, [view.finding], lo, hi, (t0, t1), closed_loop),
                 {"file": "window.png", "caption": caption})
     lo, hi = window(events, index)
-    return (job_for(folder / "window.png", view, [view.finding], lo, hi),
+    return (job_for(folder / "window.png", view, [view.finding], lo, hi, closed_loop=closed_loop),
             {"file": "window.png", "caption": f"events {lo}–{hi - 1} around the violation (no RTT sample yet)"})
 
 
@@ -282,7 +327,10 @@ def _draw_windows(ax, xs, job) -> None:
     _step_pair(ax, xs, ssthresh, o_ssthresh, "ssthresh", job,
                dict(color="#b2182b", linestyle=":", linewidth=1.2),
                dict(color="#2166ac", linestyle="-.", linewidth=1.0))
-    ax.yaxis.set_major_formatter(byte_formatter(cwnd, o_cwnd, ssthresh, o_ssthresh))
+    own = closed_loop_lines(job)
+    for line, style in zip(own, CLOSED_LOOP_STYLES * len(own)):
+        ax.step(line["x_ms"], line["y"], where="post", label=_wrap(line["label"]), **style)
+    ax.yaxis.set_major_formatter(byte_formatter(cwnd, o_cwnd, ssthresh, o_ssthresh, *(l["y"] for l in own)))
     ax.set_ylabel("window")
     _legend_right(ax)
 
