@@ -222,8 +222,15 @@ def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | Non
     ci.write_junit(out / "junit.xml", runs, views)
     (out / "index.html").write_text(env.get_template("index.html").render(
         root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=ccdiff_version(),
-        closed_loop=closed_loop))
+        closed_loop=closed_loop, conform_overview=None if closed_loop else sibling_overview(out)))
     return data
+
+
+def sibling_overview(out: Path) -> str | None:
+    """`make run` writes the examples' report to reports/html and conform to reports/conform:
+    when a conform overview sits beside the report folder, the report links it (relative, so
+    the pair can be moved or served together by `ccdiff serve-reports reports`)."""
+    return "../conform/index.html" if (Path(out).parent / "conform" / "index.html").is_file() else None
 
 
 def _matrix(runs, views) -> dict:

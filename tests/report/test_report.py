@@ -171,3 +171,18 @@ def test_plots_drawn_in_workers_match_serial(tmp_path, monkeypatch):
     monkeypatch.setattr(plots.os, "cpu_count", lambda: 2)
     assert main(["report", str(findings), "--out", str(tmp_path / "pool")]) == 1
     assert _tree(tmp_path / "serial") != {} and _tree(tmp_path / "serial") == _tree(tmp_path / "pool")
+
+
+def test_the_examples_report_links_a_conform_overview_beside_it(tmp_path):
+    """`make run` writes reports/conform (closed loop) then reports/html (the examples): the
+    examples' index links the overview when one sits beside it, and says nothing otherwise."""
+    link = '<a href="../conform/index.html">'
+    trace = str(ROOT / "examples" / "death-spiral.jsonl")
+    alone = tmp_path / "alone" / "html"
+    assert main(["replay", trace, "--stack", "oracle", "--report", str(alone)]) == 0
+    assert link not in (alone / "index.html").read_text()
+    (tmp_path / "pair" / "conform").mkdir(parents=True)
+    (tmp_path / "pair" / "conform" / "index.html").write_text("<html></html>\n")
+    paired = tmp_path / "pair" / "html"
+    assert main(["replay", trace, "--stack", "oracle", "--report", str(paired)]) == 0
+    assert link in (paired / "index.html").read_text()
