@@ -598,11 +598,22 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
     // get_initial_mtu() (paths.rs:66-69) and the factory's default config
     // (initial_window 12000 = 14720.clamp(2 * 1200, 10 * 1200), cubic.rs:263-269,
     // new_reno.rs:159-166: not scaled by the MTU).
+    //
+    // Created 1 us before trace time 0: Connection::new builds the path (and its
+    // controller) before the first poll_transmit can send (a packet is never sent in
+    // the instant of its connection's creation by quinn's own Endpoint driver, which
+    // reads the clock again for every call).  It matters to NewReno only, whose
+    // recovery_start_time starts at `now` (new_reno.rs:31) and treats every packet
+    // sent at or before it as sent during recovery (new_reno.rs:52, 92): created at
+    // trace time 0, the losses and ACKs of packets sent at t = 0 would be ignored,
+    // and the verdict would change when a trace is shifted in time
+    // (docs/metamorphic.md).  Cubic::new ignores `now` (cubic.rs:77).
+    let created = base - Duration::from_micros(1);
     let build_mtu = if discovered { INITIAL_MTU } else { mds };
     let mut cc = if reno {
-        Cc::Reno(NewReno::new(Arc::new(NewRenoConfig::default()), base, build_mtu))
+        Cc::Reno(NewReno::new(Arc::new(NewRenoConfig::default()), created, build_mtu))
     } else {
-        Cc::Cubic(Cubic::new(Arc::new(CubicConfig::default()), base, build_mtu))
+        Cc::Cubic(Cubic::new(Arc::new(CubicConfig::default()), created, build_mtu))
     };
     if discovered && mds != INITIAL_MTU {
         // MTU discovery's probe acknowledged (mod.rs:1517-1522).
