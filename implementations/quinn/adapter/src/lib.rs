@@ -22,8 +22,10 @@
 //!      (mod.rs:1559-1567, 1590-1610).
 //! ccdiff delivers CCD_LOST (and CCD_PERSISTENT_CONGESTION) before the CCD_ACKED of
 //! the ACK that revealed them, so a loss is held back ("pending") and applied in
-//! step 5 of the following CCD_ACKED at the same time (`loss_applied_with_ack` in
-//! stack.toml).  The CCD_LOST snapshot itself is computed on a clone as the loss
+//! step 5 of the CCD_ACKED at the same time after which quinn's own detection rule
+//! (packet or time threshold, mod.rs:1721-1722) finds it: with one ACK frame that is
+//! it; with two frames at one instant (a split ACK) usually the second, which carries
+//! the largest acknowledged (`loss_applied_with_ack` in stack.toml).  The CCD_LOST snapshot itself is computed on a clone as the loss
 //! timer would leave it (`on_loss_detection_timeout` -> `detect_lost_packets(..,
 //! due_to_ack = false)`, mod.rs:1665-1670); if anything but an ACK at the same time
 //! follows, the pending loss is committed through that timer path, where quinn never
@@ -204,6 +206,8 @@ struct Pending {
     /// Packets of this detection batch, ascending.
     pns: Vec<u64>,
     bytes: u64,
+    /// Their send times, in the same order.
+    sent: Vec<Instant>,
     /// Sent time of the largest lost packet (mod.rs:1768).
     largest_sent: Option<Instant>,
     persistent: bool,
@@ -389,9 +393,23 @@ impl Ctl {
                 p.largest_sent = Some(s.time);
             }
             p.pns.push(pk.pn);
+            p.sent.push(s.time);
             p.bytes += s.bytes;
         }
         Ok(ev.bytes_in_flight.saturating_sub(bytes))
+    }
+
+    /// detect_lost_packets' rule (mod.rs:1698-1722): a packet below the largest acknowledged
+    /// is lost when the largest acknowledged is kPacketThreshold (TransportConfig
+    /// packet_threshold, default 3) above it, or when it was sent at least
+    /// max(time_threshold (9/8) x conservative RTT, 1 ms) ago.
+    fn quinn_detects(&self, p: &Pending, now: Instant) -> bool {
+        let Some(largest) = self.largest_acked else { return false };
+        let loss_delay = self.rtt.conservative().mul_f32(9.0 / 8.0).max(Duration::from_millis(1));
+        p.pns.iter().zip(&p.sent).any(|(&pn, &sent)| {
+            pn < largest
+                && (now.saturating_duration_since(sent) >= loss_delay || largest >= pn + 3)
+        })
     }
 
     /// OnPacketsLost's controller call (mod.rs:1803-1812): one congestion event for the
@@ -448,13 +466,20 @@ impl Ctl {
                 }
             }
         }
-        // mod.rs:1556: loss detection after all of it.
-        if let Some(p) = self.pending.take() {
-            if p.now_us == ev.now_us {
-                Self::congestion_event(&mut self.cc, now, &p, p.persistent);
-            } else {
-                self.pending = Some(p);
-            }
+        // mod.rs:1556: loss detection after all of it.  The held-back batch is applied
+        // in the ACK frame after which quinn's own rule finds it lost; two ACK frames at
+        // one instant (a split ACK) are processed one after the other, and the loss the
+        // trace wrote before them belongs to the frame that reveals it, usually the one
+        // carrying the largest acknowledged.  Until then the batch stays pending (the
+        // snapshot is provisional); if no frame at this instant reveals it, the next
+        // event commits it through the timer path.
+        let reveals = match &self.pending {
+            Some(p) if p.now_us == ev.now_us => self.quinn_detects(p, now),
+            _ => false,
+        };
+        if reveals {
+            let p = self.pending.take().unwrap();
+            Self::congestion_event(&mut self.cc, now, &p, p.persistent);
         }
         // mod.rs:1559-1567: an ECN-CE increase counts only on an ACK with a new largest.
         if ev.flags & CCD_FLAG_ECN_CE != 0 && new_largest {
