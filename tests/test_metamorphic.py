@@ -134,7 +134,7 @@ PER_FRAME = ("ngtcp2 applies a congestion event and growth per ACK frame "
              "(ngtcp2_cc_cubic_cc_on_ack_recv): two frames are a different input; only documented "
              "deviations move")
 ACKS_FIRST = ("quinn grows on every packet of an ACK frame before that frame's loss detection "
-              "(connection/mod.rs:1502-1556, profile acks-before-losses): split, the frame with "
+              "(connection/mod.rs:1503-1556, profile acks-before-losses): split, the frame with "
               "the largest comes first and reveals the loss, so the reduction starts from a window "
               "grown by two packets instead of three (10,080 instead of 10,920); only the "
               "documented trajectory-divergence moves")

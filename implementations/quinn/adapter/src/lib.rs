@@ -12,22 +12,22 @@
 //!      size, self.app_limited, &self.path.rtt)` (mod.rs:1527, 1613-1625);
 //!   3. `Controller::on_end_acks(now, in_flight.bytes, app_limited,
 //!      largest_acked_packet)` (mod.rs:1531-1536);
-//!   4. the RTT sample, AFTER the controller saw the ACK (mod.rs:1538-1553): on_ack
+//!   4. the RTT sample, AFTER the controller saw the ACK (mod.rs:1538-1552): on_ack
 //!      reads the estimate from before this ACK;
 //!   5. loss detection, `detect_lost_packets(now, space, due_to_ack = true)`
 //!      (mod.rs:1556) -> one `on_congestion_event(now, largest_lost_sent,
-//!      in_persistent_congestion, lost_bytes)` per batch (mod.rs:1804-1812);
+//!      in_persistent_congestion, lost_bytes)` per batch (mod.rs:1803-1812);
 //!   6. ECN: a CE increase on an ACK with a new largest ->
 //!      `on_congestion_event(now, largest_acked_packet_sent, false, 0)`
-//!      (mod.rs:1559-1567, 1590-1610).
+//!      (mod.rs:1563-1576, 1585-1607).
 //! ccdiff delivers CCD_LOST (and CCD_PERSISTENT_CONGESTION) before the CCD_ACKED of
 //! the ACK that revealed them, so a loss is held back ("pending") and applied in
 //! step 5 of the CCD_ACKED at the same time after which quinn's own detection rule
-//! (packet or time threshold, mod.rs:1721-1722) finds it: with one ACK frame that is
+//! (packet or time threshold, mod.rs:1724-1725) finds it: with one ACK frame that is
 //! it; with two frames at one instant (a split ACK) usually the second, which carries
 //! the largest acknowledged (`loss_applied_with_ack` in stack.toml).  The CCD_LOST snapshot itself is computed on a clone as the loss
 //! timer would leave it (`on_loss_detection_timeout` -> `detect_lost_packets(..,
-//! due_to_ack = false)`, mod.rs:1665-1670); if anything but an ACK at the same time
+//! due_to_ack = false)`, mod.rs:1655-1660); if anything but an ACK at the same time
 //! follows, the pending loss is committed through that timer path, where quinn never
 //! declares persistent congestion (the check needs due_to_ack, mod.rs:1733).
 //!
@@ -48,7 +48,7 @@
 //! RTT: `on_ack` takes quinn's own `RttEstimator` (paths.rs:291-355).  Its
 //! constructor and update are pub(crate), so the build adds a forwarding facade
 //! (`ccdiff_new`, `ccdiff_update`: ../patches/apply.py).  The adapter runs quinn's
-//! estimator on the trace's ACKs exactly as mod.rs:1538-1549 does (sample = now -
+//! estimator on the trace's ACKs exactly as mod.rs:1538-1548 does (sample = now -
 //! send time of the frame's largest when it is a new largest; ack_delay as the
 //! peer reports it: ccdiff traces carry microseconds, so no ack_delay_exponent,
 //! and no clamp to the peer's max_ack_delay, which strict traces never exceed).
@@ -311,7 +311,7 @@ impl Ctl {
         self.check(ev)?;
         let now = self.at(ev.now_us)?;
         // A held-back loss that no ACK at the same time follows was the loss timer's
-        // (mod.rs:1665-1670).  Only receive-path events share its instant; a send or an
+        // (mod.rs:1655-1660).  Only receive-path events share its instant; a send or an
         // application event comes from poll_transmit, after it.
         if let Some(p) = &self.pending {
             let same_burst = p.now_us == ev.now_us
@@ -399,7 +399,7 @@ impl Ctl {
         Ok(ev.bytes_in_flight.saturating_sub(bytes))
     }
 
-    /// detect_lost_packets' rule (mod.rs:1698-1722): a packet below the largest acknowledged
+    /// detect_lost_packets' rule (mod.rs:1698-1725): a packet below the largest acknowledged
     /// is lost when the largest acknowledged is kPacketThreshold (TransportConfig
     /// packet_threshold, default 3) above it, or when it was sent at least
     /// max(time_threshold (9/8) x conservative RTT, 1 ms) ago.
@@ -439,13 +439,16 @@ impl Ctl {
             }
         }
         // Packets acknowledged after being declared lost are not in sent_packets:
-        // quinn does nothing for them (mod.rs:1493-1495), and has no undo.
-        // mod.rs:1498-1500: nothing newly acked, nothing more (the pending loss
-        // is then committed by the next event, as its timer would).
+        // quinn does nothing for them (mod.rs:1491-1497), and has no undo.
+        // mod.rs:1499-1501: nothing newly acked, nothing more: no loss detection, no ECN
+        // (the pending loss is then committed by a later frame or event).
+        if pkts.is_empty() {
+            return Ok(ev.bytes_in_flight);
+        }
         let pending_bytes = self.pending.as_ref().map_or(0, |p| p.bytes);
         let mut in_flight = ev.bytes_in_flight + pending_bytes;
-        if !pkts.is_empty() {
-            // mod.rs:1503-1528: per packet, ascending pn: on_ack with the estimator as it
+        {
+            // mod.rs:1503-1529: per packet, ascending pn: on_ack with the estimator as it
             // is before this ACK's sample, and the connection's app_limited.
             for p in pkts {
                 let s = self.sent.remove(&p.pn)
@@ -457,7 +460,7 @@ impl Ctl {
             // mod.rs:1531-1536.
             let (al, largest) = (self.app_limited, self.largest_acked);
             self.cc.c().on_end_acks(now, in_flight, al, largest);
-            // mod.rs:1538-1553: RTT sample after the controller saw the ACK (every traced
+            // mod.rs:1538-1552: RTT sample after the controller saw the ACK (every traced
             // packet is ack-eliciting; Data space: the peer's ack delay counts).
             if new_largest {
                 if let Some(sent) = self.largest_acked_sent {
@@ -481,7 +484,7 @@ impl Ctl {
             let p = self.pending.take().unwrap();
             Self::congestion_event(&mut self.cc, now, &p, p.persistent);
         }
-        // mod.rs:1559-1567: an ECN-CE increase counts only on an ACK with a new largest.
+        // mod.rs:1563-1576: an ECN-CE increase counts only on an ACK with a new largest.
         if ev.flags & CCD_FLAG_ECN_CE != 0 && new_largest {
             if let Some(sent) = self.largest_acked_sent {
                 self.cc.c().on_congestion_event(now, sent, false, 0);
