@@ -286,3 +286,24 @@ def test_mutation_loss_before_acks_fails(tmp_path):
     assert got == 8400, got
     with pytest.raises(AssertionError):
         assert got == 10920
+
+
+@pytest.mark.parametrize("options", ["", ":mtu=discovered"])
+def test_initial_window_is_1200_based_at_any_mtu(options):
+    """cubic.rs:263-269: initial_window = 14720.clamp(2 * 1200, 10 * 1200) = 12000 bytes
+    whatever the path MTU (RFC 9002 §7.2 would give 14720 at 1500 bytes; profile
+    initial-window-1200-based), built with the trace's MTU or raised to it by
+    on_mtu_update (mod.rs:1517-1522), which only lifts the window to 2 x MTU = 3000.
+    Four timer losses, each of a packet sent after the previous recovery start: 12000 -> 8400 -> 5880 -> 4116 -> max(2881, 2 x 1500) = 3000,
+    the floor of the trace's MTU in both modes."""
+    lines = [json.dumps({"ccdiff_trace": 1, "max_datagram_size": 1500})]
+    events = []
+    for i in range(4):      # each packet sent after the previous recovery start, then lost
+        events += [dict(t=i * 10 * MS + (MS if i else 0), ev="sent", pn=i, bytes=1500),
+                   dict(t=(i + 1) * 10 * MS, ev="lost", pns=[i])]
+    res = replay(parse_trace_text("\n".join(lines + [json.dumps(e) for e in events])), [SPEC + options],
+                 check=False)
+    r = next(iter(res.runs.values()))
+    assert r.error is None, r.error
+    assert r.snapshots[0].cwnd == 12000
+    assert [s.cwnd for s in r.snapshots[1::2]] == [8400, 5880, 4116, 3000]
