@@ -64,25 +64,15 @@ def pto_period_us(smoothed_us: int, rttvar_us: int, max_ack_delay_us: int) -> in
 PTO_EXPIRES = "the PTO timer expires at t="   # pto_failure's words; fuzzing/strictify.py reads the time
 
 
-def pto_deadline_us(last_send_us: int, outstanding: int, pto_count: int, smoothed_us: int,
-                    rttvar_us: int, max_ack_delay_us: int) -> int | None:
-    """When the PTO timer armed at the last send expires (RFC 9002 Appendix A.8), or None.
-
-    Only while packets are in flight; the period doubles with every probe already sent
-    (pto_count, §6.2.1).  When it expires, "a sender MUST send at least one ack-eliciting
-    packet in the packet number space as a probe" (§6.2.4), whatever its window (§7.5).
-    """
-    if outstanding <= 0:
-        return None
-    return last_send_us + (pto_period_us(smoothed_us, rttvar_us, max_ack_delay_us) << pto_count)
-
-
 def pto_failure(now_us: int, deadline_us: int | None, last_send_us: int, outstanding: int) -> str | None:
     """Why a connection would not reach now_us without having sent a probe, or None.
 
-    An event later than the PTO deadline, with nothing sent in between, skips the probe
-    the connection sends at the deadline.  Timers fire late by up to kGranularity
-    (RFC 9002 §6.1.2), so that much slack is allowed.
+    deadline_us: when the PTO timer armed at the last send expires (RFC 9002 Appendix A.8,
+    the period doubled by every probe already sent, §6.2.1), None with nothing in flight.
+    Then "a sender MUST send at least one ack-eliciting packet in the packet number space
+    as a probe" (§6.2.4), whatever its window (§7.5).  An event later than the deadline,
+    with nothing sent in between, skips the probe the connection sends at the deadline.
+    Timers fire late by up to kGranularity (RFC 9002 §6.1.2), so that much slack is allowed.
     """
     if deadline_us is None or now_us <= deadline_us + K_GRANULARITY_US:
         return None
