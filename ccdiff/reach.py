@@ -56,6 +56,31 @@ def persistent_congestion_failure(lost, batch_pns, first_sample_t, smoothed_us: 
             f"{K_PERSISTENT_CONGESTION_THRESHOLD} (RFC 9002 §7.6.1, §7.6.2)")
 
 
+def pto_period_us(smoothed_us: int, rttvar_us: int, max_ack_delay_us: int) -> int:
+    """RFC 9002 §6.2.1: PTO = smoothed_rtt + max(4*rttvar, kGranularity) + max_ack_delay."""
+    return smoothed_us + max(4 * rttvar_us, K_GRANULARITY_US) + max_ack_delay_us
+
+
+PTO_EXPIRES = "the PTO timer expires at t="   # pto_failure's words; fuzzing/strictify.py reads the time
+
+
+def pto_failure(now_us: int, deadline_us: int | None, last_send_us: int, outstanding: int) -> str | None:
+    """Why a connection would not reach now_us without having sent a probe, or None.
+
+    deadline_us: when the PTO timer armed at the last send expires (RFC 9002 Appendix A.8,
+    the period doubled by every probe already sent, §6.2.1), None with nothing in flight.
+    Then "a sender MUST send at least one ack-eliciting packet in the packet number space
+    as a probe" (§6.2.4), whatever its window (§7.5).  An event later than the deadline,
+    with nothing sent in between, skips the probe the connection sends at the deadline.
+    Timers fire late by up to kGranularity (RFC 9002 §6.1.2), so that much slack is allowed.
+    """
+    if deadline_us is None or now_us <= deadline_us + K_GRANULARITY_US:
+        return None
+    return (f"{outstanding} packet(s) in flight and nothing sent since t={last_send_us}: {PTO_EXPIRES}"
+            f"{deadline_us}, {now_us - deadline_us} us before this event, and the "
+            f"sender must send a probe then (RFC 9002 §6.2.1, §6.2.4)")
+
+
 K_PACKET_THRESHOLD = 3                   # RFC 9002 §6.1.1: RECOMMENDED initial value
 K_TIME_THRESHOLD = (9, 8)                # RFC 9002 §6.1.2: kTimeThreshold 9/8
 

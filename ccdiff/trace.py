@@ -23,7 +23,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Union
 
-from .reach import DEFAULT_MAX_ACK_DELAY_US, loss_detection_failure, persistent_congestion_failure
+from .reach import (DEFAULT_MAX_ACK_DELAY_US, loss_detection_failure, persistent_congestion_failure,
+                    pto_failure, pto_period_us)
 
 TRACE_VERSION = 2                 # the newest format; a trace without app events is written as 1
 TRACE_VERSIONS = (1, 2)
@@ -206,6 +207,11 @@ class _Causality:
         self.pending_pc = None              # (t, reason, fail) of a PC awaiting its ACK
         self.largest_acked = -1
         self.pending_losses: list = []      # (line, Lost) at one time, awaiting their ACK
+        self.outstanding = 0                # packets in flight: sent, neither acked nor lost
+        self.last_send_t = 0                # RFC 9002 A.8: the PTO timer counts from here
+        self.pto_count = 0                  # probes sent since the last ACK (§6.2.1 backoff)
+        self.pto_deadline = None            # when the PTO timer expires; None: nothing in flight
+        self.pto_period = self.pto_period_now()   # PTO x 2^pto_count, moved by ACKs and probes
         self.lenient_reason = ""            # the first line that makes the trace lenient
 
     def note_lenient(self, line: int, reason: str) -> None:
@@ -263,6 +269,8 @@ class _Causality:
         if ev.t < self.last_t:
             fail(f"time goes backwards: t={ev.t} after t={self.last_t}")
         kind = type(ev)
+        if self.pto_deadline is not None and ev.t >= self.pto_deadline:
+            self.check_pto(ev, line)
         loss_ack = False
         if self.pending_losses:
             loss_t = self.pending_losses[0][1].t
@@ -281,6 +289,8 @@ class _Causality:
             self.sent_at[ev.pn] = ev.t
             self.sent_pns.append(ev.pn)
             self.last_pn = ev.pn
+            self.outstanding += 1
+            self.last_send_t = ev.t
         elif kind is Ack:
             for pn in ev.pns:
                 if pn not in self.sent_at:
@@ -290,7 +300,9 @@ class _Causality:
                 if self.sent_at[pn] >= ev.t:
                     fail(f"ACK at t={ev.t} of packet {pn} sent at t={self.sent_at[pn]}: "
                          "an ACK needs a positive round-trip time")
+            self.outstanding -= sum(1 for pn in ev.pns if pn not in self.lost)
             self.acked.update(ev.pns)
+            self.pto_count = 0                # RFC 9002 A.7: an ACK resets the backoff
             # RFC 9002 §5.1, as the ledger takes it: the largest acknowledged gives the sample.
             self.rtt.update(ev.t - self.sent_at[ev.pns[-1]], ev.ack_delay)
             if self.first_sample_t is None:
@@ -312,6 +324,7 @@ class _Causality:
                 if pn in self.lost:
                     fail(f"packet {pn} was already declared lost")
             self.lost.update(ev.pns)
+            self.outstanding -= len(ev.pns)
             if type(self.last_event) is not Lost or self.last_event.t != ev.t:
                 self.loss_batch = []
             self.loss_batch += [(pn, self.sent_at[pn]) for pn in ev.pns]
@@ -324,8 +337,25 @@ class _Causality:
             reason = self.pc_failure()
             if reason:
                 self.pending_pc = (ev.t, reason, fail)
+        if kind is Ack:
+            self.pto_period = self.pto_period_now()
+        if kind is Sent or kind is Ack or kind is Lost:   # what arms, moves or stops the PTO timer
+            self.pto_deadline = self.last_send_t + self.pto_period if self.outstanding > 0 else None
         self.last_t = ev.t
         self.last_event = ev
+
+    def pto_period_now(self) -> int:
+        """RFC 9002 §6.2.1 and Appendix A.8: PTO backed off by 2^pto_count."""
+        return pto_period_us(self.rtt.smoothed, self.rtt.rttvar, self.max_ack_delay) << self.pto_count
+
+    def check_pto(self, ev, line: int) -> None:
+        """RFC 9002 §6.2: the PTO timer ends any silence while packets are in flight."""
+        reason = pto_failure(ev.t, self.pto_deadline, self.last_send_t, self.outstanding)
+        if reason:
+            self.note_lenient(line, reason)
+        elif type(ev) is Sent:
+            self.pto_count += 1               # this send is the probe (RFC 9002 A.9)
+            self.pto_period = self.pto_period_now()
 
     def check_app(self, ev, fail) -> None:
         """Format 2 application events alternate: idle, data, idle, ...

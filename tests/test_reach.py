@@ -236,7 +236,7 @@ def test_time_threshold_loss_is_strict():
 
 
 def test_loss_of_a_packet_sent_after_every_acknowledged_one_is_lenient():
-    events = FLIGHT + [{"t": 10_000, "ev": "ack", "pns": [0]}, {"t": 900_000, "ev": "lost", "pns": [4]}]
+    events = FLIGHT + [{"t": 10_000, "ev": "ack", "pns": [0]}, {"t": 50_000, "ev": "lost", "pns": [4]}]
     label, reason = reach(events)
     assert label == "lenient" and "not sent before an acknowledged packet (largest acknowledged 0" in reason
 
@@ -246,6 +246,58 @@ def test_ack_delay_above_max_ack_delay_is_lenient():
     assert reach(events) == ("strict", "")
     assert reach(events, max_ack_delay=20_000) == (
         "lenient", "line 3: ack_delay 25000 us exceeds max_ack_delay 20000 us (RFC 9000 §18.2)")
+
+
+# RFC 9002 §6.2: after SAMPLE, PTO = smoothed 10000 + max(4 x rttvar 5000, 1000) + max_ack_delay
+# 25000 = 55000 us; the timer counts from the last send and fires late by at most kGranularity.
+PTO_US = 55_000
+
+
+def test_silence_past_the_pto_with_a_packet_in_flight_is_lenient():
+    """The picoquic "10 s with one packet outstanding" shape: its connection sends a probe
+    when the PTO expires, so an ACK long after, with nothing sent, is not reachable."""
+    flight = SAMPLE + [sent(20_000, 1)]
+    on_time = flight + [{"t": 20_000 + PTO_US + 1_000, "ev": "ack", "pns": [1]}]
+    assert reach(on_time) == ("strict", "")
+    late = flight + [{"t": 10_020_000, "ev": "ack", "pns": [1]}]
+    label, reason = reach(late)
+    assert label == "lenient"
+    assert reason == ("line 5: 1 packet(s) in flight and nothing sent since t=20000: the PTO timer "
+                      "expires at t=75000, 9945000 us before this event, and the sender must send a "
+                      "probe then (RFC 9002 §6.2.1, §6.2.4)")
+
+
+def test_a_probe_at_the_deadline_keeps_the_trace_strict_and_backs_the_timer_off():
+    probe = SAMPLE + [sent(20_000, 1), sent(20_000 + PTO_US, 2)]
+    # pto_count is now 1: the next deadline is the probe's time + 2 x PTO (RFC 9002 §6.2.1).
+    backed_off = probe + [{"t": 75_000 + 2 * PTO_US, "ev": "ack", "pns": [1, 2]}]
+    assert reach(backed_off) == ("strict", "")
+    past_it = probe + [{"t": 75_000 + 2 * PTO_US + 1_001, "ev": "ack", "pns": [1, 2]}]
+    assert reach(past_it)[1].startswith("line 6: 2 packet(s) in flight and nothing sent since t=75000")
+    # An ACK resets the backoff (Appendix A.7).  Packet 3, sent before the backed-off deadline,
+    # is acknowledged 10 ms later: smoothed 10000, rttvar 3750, PTO 50000 us, pto_count 0.
+    acked = probe + [sent(180_000, 3), {"t": 190_000, "ev": "ack", "pns": [1, 2, 3]}, sent(300_000, 4)]
+    assert reach(acked + [{"t": 351_000, "ev": "ack", "pns": [4]}]) == ("strict", "")
+    assert reach(acked + [{"t": 351_001, "ev": "ack", "pns": [4]}])[1].startswith(
+        "line 9: 1 packet(s) in flight and nothing sent since t=300000: the PTO timer expires at t=350000")
+
+
+def test_silence_with_nothing_in_flight_is_an_idle_application():
+    idle = SAMPLE + [sent(10_000_000, 1), {"t": 10_010_000, "ev": "ack", "pns": [1]}]
+    assert reach(idle) == ("strict", "")
+    lost = SAMPLE + [sent(20_000, 1), sent(30_000, 2), sent(40_000, 3), sent(50_000, 4),
+                     {"t": 60_000, "ev": "lost", "pns": [1]}, {"t": 60_000, "ev": "ack", "pns": [2, 3, 4]},
+                     sent(5_000_000, 5)]
+    assert reach(lost) == ("strict", "")   # lost packets are out of flight: no timer
+
+
+def test_a_fuzzed_reproducer_with_52_s_of_silence_in_flight_is_lenient():
+    """quiche-css-epoch-counts-idle as the fuzzer found it was strict under RFC 9002 §6.1 and
+    §7.6.2 alone: its packet 21 stays in flight for 52 s with nothing sent, which quiche's own
+    PTO would end.  (The stored reproducer is its strict repair, tests/test_strictify.py.)"""
+    trace = parse_trace_text((ROOT / "tests" / "fixtures" / "quiche-css-epoch-counts-idle-lenient.jsonl").read_text())
+    assert trace.reachability == "lenient"
+    assert trace.lenient_reason.startswith("line 5: 1 packet(s) in flight and nothing sent since t=20000")
 
 
 def test_validate_prints_it_and_replay_json_and_findings_carry_it(tmp_path):

@@ -83,3 +83,21 @@ def test_an_ack_delay_above_max_ack_delay_is_clamped():
 def test_a_strict_trace_is_kept_as_found():
     trace = load_trace(str(ROOT / "examples" / "death-spiral.jsonl"))
     assert make_strict(trace, lambda t: True, revalidate(trace)) == (trace, "strict as found")
+
+
+def test_a_silence_past_the_pto_is_cut_to_the_deadline_and_the_quiche_css_bug_still_fires():
+    """The quiche HyStart++ reproducer as the fuzzer found it: packet 21 in flight for 52 s
+    with nothing sent, which quiche's own PTO ends with a probe (RFC 9002 §6.2.4).  The
+    repair moves everything from that silence on earlier, to the PTO deadline (t=75 ms); the
+    7 s idle with nothing in flight that the bug needs keeps its length, and quiche@0.30.0
+    still counts it in t (idle-inflation).  The stored reproducer is this repair."""
+    key = "idle-inflation--ack-congestion_avoidance"
+    trace = load_trace(str(ROOT / "tests" / "fixtures" / "quiche-css-epoch-counts-idle-lenient.jsonl"))
+    assert trace.reachability == "lenient" and "the PTO timer expires at t=75000" in trace.lenient_reason
+    assert key in signatures(trace, "quiche@0.30.0")
+    strict, outcome = make_strict(trace, lambda t: key in signatures(t, "quiche@0.30.0"), revalidate(trace))
+    assert outcome == "repaired" and strict.reachability == "strict"
+    assert [ev.t for ev in strict.events][:4] == [10_000, 20_000, 20_000, 75_000]
+    assert all(b.t - a.t == 52_020_000 - 75_000 for a, b in zip(strict.events[3:], trace.events[3:]))
+    stored = load_trace(str(ROOT / "fuzz" / "reproducers" / "quiche-css-epoch-counts-idle.jsonl"))
+    assert stored.reachability == "strict" and stored.events == strict.events

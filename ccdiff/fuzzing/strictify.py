@@ -14,7 +14,12 @@ finding only if the same signature still fires:
   max(smoothed_rtt, latest_rtt) (§6.1.2), whichever comes first; with the
   `persistent_congestion` that follows it;
 - a `lost` of a packet after which nothing is ever acknowledged is dropped: loss detection
-  would never declare it (RFC 9002 §6.1 needs an acknowledged later packet).
+  would never declare it (RFC 9002 §6.1 needs an acknowledged later packet);
+- a silence with packets in flight that outlasts the PTO (RFC 9002 §6.2: the connection
+  sends a probe when its timer expires) is cut short: the event after it, and every later
+  one, move earlier so that it lands at the PTO deadline.  Fuzzers make such silences by
+  chance (a 52 s one in quiche-css-epoch-counts-idle); the spacing of everything after
+  it, idle periods with nothing in flight included, is kept.
 
 One fix at a time, re-validating after each, so every step sees the RTT estimate that the
 previous ones produced.  Outcome labels (finding.json "reachability_repair"):
@@ -27,12 +32,13 @@ from __future__ import annotations
 import re
 
 from ..ledger import Ledger
-from ..reach import K_PACKET_THRESHOLD, loss_delay_us
+from ..reach import K_PACKET_THRESHOLD, PTO_EXPIRES, loss_delay_us
 from ..trace import Ack, Lost, PersistentCongestion, Trace
 
 LENIENT_ONLY = "lenient trace only — not reachable as found"
 MAX_FIXES = 64            # timing fixes per reproducer (minimized ones have a handful of events)
 _LINE = re.compile(r"line (\d+): ")
+_PTO_DEADLINE = re.compile(re.escape(PTO_EXPIRES) + r"(\d+)")
 
 
 def make_strict(trace: Trace, still_fires, revalidate) -> tuple:
@@ -65,6 +71,9 @@ def _fix_first(trace: Trace) -> list | None:
     index = trace.lines.index(int(match.group(1)))
     events = list(trace.events)
     ev = events[index]
+    pto = _PTO_DEADLINE.search(trace.lenient_reason)
+    if pto:
+        return _cut_silence(events, index, int(pto.group(1)))
     if type(ev) is Ack:
         if ev.ack_delay <= trace.header.max_ack_delay:
             return None
@@ -73,6 +82,17 @@ def _fix_first(trace: Trace) -> list | None:
     if type(ev) is Lost:
         return _delay_loss(trace, events, index)
     return None
+
+
+def _cut_silence(events: list, index: int, deadline: int) -> list | None:
+    """Move events[index:] earlier so that events[index] comes at the PTO deadline (or right
+    after the event before it): the probe the connection sends there is not in the trace, so
+    the silence is what cannot be; the events after it keep their spacing."""
+    land = max(deadline, events[index - 1].t if index else 0)
+    shift = events[index].t - land
+    if shift <= 0:
+        return None
+    return events[:index] + [ev._replace(t=ev.t - shift) for ev in events[index:]]
 
 
 def _delay_loss(trace: Trace, events: list, index: int) -> list | None:
