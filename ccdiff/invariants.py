@@ -335,6 +335,7 @@ class Checker:
         self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
         self.reduced_from = None     # cwnd before the last reduction, for undo detection
         self.missed_period = None    # start of a recovery period the stack never entered
+        self.late_entered = False    # ... and it has reduced since, inside that period
         # Adapters whose stack applies a loss only inside the ACK that reveals it (ngtcp2)
         # report a provisional snapshot for the loss event (docs/adapters.md).
         self.provisional_loss = loss_applied_with_ack
@@ -412,6 +413,7 @@ class Checker:
                                            "pc": False, "index": index, "events": []}
             group["events"].append((index, ev))
             group["new"] |= truth.new_event
+            group["late"] = group.get("late", False) or self.late_entry(truth)
             group["ambiguous"] |= truth.ambiguous
             group["pc"] |= kind == PERSISTENT_CONGESTION
             if kind == PERSISTENT_CONGESTION:
@@ -435,6 +437,9 @@ class Checker:
             pass
         elif truth.new_event:            # an ECN-CE signal on an ACK
             self.judge_reduction(index, t, before, after, True, [(index, ev)])
+        elif grew < 0 and self.late_entry(truth):   # an ECN-CE signal in a period the stack missed
+            self.late_entered = True
+            self.judge_reduction(index, t, before, after, True, [(index, ev)])
         elif grew < 0 and not (kind == ACKED and ev.spurious):
             flag("excess-reduction", index, t, f"cwnd {before.cwnd} -> {cwnd} on no congestion signal",
                  lambda: Occurrence("excess-reduction", "no-signal", index, t, before, after, [(index, ev)]))
@@ -443,11 +448,23 @@ class Checker:
         elif kind == SENT and truth.idle_gap > 0:
             self.watch_idle(ev, before, truth)
 
+    def late_entry(self, truth: Truth) -> bool:
+        """This event's congestion signal falls in a recovery period whose start the stack
+        skipped (missing-reduction at that start) and in which it has not reduced since: for
+        the stack it is the period's first congestion event, so a reduction here is its one
+        reduction for the period, judged by depth (β) like any first reduction.  Only the
+        first: a second reduction in the period is still excess-reduction."""
+        return truth.signal and not self.late_entered and self.missed_period is not None \
+            and truth.recovery_start == self.missed_period
+
     def close_loss_group(self) -> None:
         group, self.loss_group = self.loss_group, None
         if group is None or group["ambiguous"] or group["pc"]:
             return   # persistent congestion has its own invariant
-        self.judge_reduction(group["index"], group["t"], group["before"], group["after"], group["new"],
+        new = group["new"]
+        if not new and group["late"] and group["after"].cwnd < group["before"].cwnd:
+            new = self.late_entered = True
+        self.judge_reduction(group["index"], group["t"], group["before"], group["after"], new,
                              group["events"])
 
     def judge_reduction(self, index, t, before, after, new_event: bool, events=()) -> None:
@@ -462,6 +479,7 @@ class Checker:
         if new_event:
             if before.cwnd > self.floor and grew >= 0:
                 self.missed_period = t
+                self.late_entered = False
                 self.flag("missing-reduction", index, t,
                           f"new congestion event at t={t} (a packet sent after the previous recovery "
                           f"start was lost or CE-marked) but cwnd went {before.cwnd} -> {after.cwnd}",
