@@ -83,7 +83,9 @@ class Ngtcp2DeliverySsthresh(Mechanism):
         super().__init__(max_datagram_size)
         self.delivered = [0, 0]      # ngtcp2's rst->delivered, counting ACKs of lost packets or not
         self.stamp = {}              # pn -> (delivered, delivered) when it was sent (ent->rst.delivered)
-        self.samples = deque(maxlen=self.KEEP)   # (ACK index, candidate rs.delivered values)
+        # (ACK index, candidate rs.delivered values); before any ACK rs.delivered is 0
+        # (ngtcp2_rs_init, lib/ngtcp2_rst.c:34-40)
+        self.samples = deque([(-1, frozenset({0}))], maxlen=self.KEEP)
 
     def observe(self, index: int, ev) -> None:
         kind = ev.kind
@@ -119,7 +121,7 @@ class Ngtcp2DeliverySsthresh(Mechanism):
         for index, candidates in reversed(self.samples):
             if (indices and index == indices[-1]) or (not indices and index < first):
                 return candidates
-        return frozenset({0}) if not self.samples else frozenset()
+        return frozenset()
 
     @staticmethod
     def ssthresh(cwnd: int, delivered: int, flight_size: int, mds: int) -> int:
