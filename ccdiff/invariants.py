@@ -85,7 +85,10 @@ CATALOG = {inv.id: inv for inv in [
               "new losses or increases in the ECN-CE count.",
               "Reducing again for packets sent before the recovery started, reducing without any "
               "congestion signal, or below β·cwnd punishes the flow several times for one event. "
-              "RFC 9002 states the rule without a keyword and RFC 9438 §4.6 says β_cubic SHOULD be 0.7.",
+              "RFC 9002 states the rule without a keyword and RFC 9438 §4.6 says β_cubic SHOULD be 0.7. "
+              "A stack that skipped the start of a recovery period (missing-reduction there) and reduces "
+              "on a later congestion signal inside it makes its one reduction for that period: judged "
+              "by depth only.",
               True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("growth-in-recovery", "Window grew on an ACK of a packet sent before recovery started",
               "RFC 9002 §7.3.2, Appendix B.5",

@@ -77,7 +77,10 @@ class Profile:
             for inv in dev.get("tolerates", []):
                 if not CATALOG[inv].waivable:
                     continue
-                reason = why.get(inv, "") if isinstance(why, dict) else why
+                if isinstance(why, dict):
+                    reason = why.get(inv, "")
+                else:   # a string: the deviation's own invariants; divergence has its own reason
+                    reason = why if inv != "trajectory-divergence" else ""
                 if not reason:
                     reason = DIVERGENCE_WHOLESALE if inv == "trajectory-divergence" else \
                         "no written reason; the deviation: " + dev.get("summary", "")
@@ -104,6 +107,10 @@ def load_profile(recipe) -> Profile:
     divergence = data.get("divergence", {})
     deviations = data.get("deviation", [])
     for dev in deviations:
+        why = dev.get("why_wholesale", "")
+        if not isinstance(why, (str, dict)) or (isinstance(why, dict) and not set(why) <= set(dev.get("tolerates", []))):
+            raise SetupError(f"{path}: deviation {dev.get('id')!r}: why_wholesale is a string or a table "
+                             "keyed by invariants the deviation tolerates")
         for inv in dev.get("tolerates", []) + dev.get("explains", []):
             if inv not in CATALOG:
                 raise SetupError(f"{path}: deviation {dev.get('id')!r} names unknown invariant {inv!r}")
