@@ -50,14 +50,15 @@ class Profile:
             return []
         return [d for d in self.deviations if invariant in d.get("tolerates", [])]
 
-    def mechanisms(self, max_datagram_size: int) -> dict:
-        """Fresh mechanism instances for one run: invariant -> [(deviation id, Mechanism)]
+    def mechanisms(self, max_datagram_size: int, family: str = "cubic") -> dict:
+        """Fresh mechanism instances for one run of a `family` controller (the profile serves a
+        stack's CUBIC and its Reno alias): invariant -> [(deviation id, Mechanism)]
         (Checker(mechanisms=...)).  One instance per mechanism name, shared by the
         deviations and invariants that use it."""
         instances, out = {}, {}
         for dev in self.deviations:
             name = dev.get("mechanism")
-            if not name:
+            if not name or family not in MECHANISMS[name].families:
                 continue
             if name not in instances:
                 instances[name] = MECHANISMS[name](max_datagram_size)
