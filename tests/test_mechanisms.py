@@ -14,11 +14,13 @@ from ccdiff.cli import main
 from ccdiff.errors import SetupError
 from ccdiff.invariants import Checker, Finding, Truth
 from ccdiff.ledger import Ledger
-from ccdiff.mechanisms import MECHANISMS, Ngtcp2DeliverySsthresh, Occurrence
+from ccdiff.mechanisms import MECHANISMS, Ngtcp2DeliverySsthresh, Ngtcp2RenoFriendlySwitch, Occurrence
+from ccdiff.paths import project_root
+from ccdiff.replay import replay
 from ccdiff.profiles import Profile, judge, load_profile
 from ccdiff.snapshot import Snapshot
 from ccdiff.stacks import load_recipes
-from ccdiff.trace import parse_trace_text
+from ccdiff.trace import load_trace, parse_trace_text
 
 from .adapters.common import run_events, sent
 
@@ -87,12 +89,27 @@ def test_model_reproduces_the_rule_on_ngtcp2_and_not_a_planted_beta():
     def occ(ssthresh):
         return Occurrence("excess-reduction", "below-beta", 15, 20_000, before,
                           snap(ssthresh, ssthresh, 20_000, "recovery"), [(15, evs[15]), (16, evs[16])])
-    assert model.expected(occ(3600)) == {3600}
+    assert model.expected(occ(3600)) == (3600, 3600)        # exact: no ACK of a lost packet inside
     assert model.explains(occ(3600))
     assert not model.explains(occ(4800))            # any other depth is not the rule's
     # Another cause of excess-reduction (a second reduction in one period) is never explained.
     assert not model.explains(Occurrence("excess-reduction", "in-recovery", 15, 20_000, before,
                                          snap(3600, 3600, 20_000), [(15, evs[15]), (16, evs[16])]))
+
+
+def test_delivery_sample_is_an_interval_only_around_acks_of_lost_packets():
+    """pn 1 declared lost, then acknowledged (spurious) after pn 3 was sent: ngtcp2 counts that
+    ACK in its delivered bytes only while it still keeps the lost entry, so the sample of the
+    ACK of pn 3 is 1200 or 2400; the rule is checked against both ends."""
+    events = [sent(0, 0), sent(0, 1), sent(0, 2), dict(t=10_000, ev="ack", pns=[0]),
+              dict(t=10_000, ev="lost", pns=[1]), sent(10_000, 3),
+              dict(t=20_000, ev="ack", pns=[1]), dict(t=20_000, ev="ack", pns=[3])]
+    model = Ngtcp2DeliverySsthresh(MDS)
+    evs = resolved(events)
+    for index, ev in enumerate(evs):
+        model.observe(index, ev)
+    assert model.sample([(7, evs[7])]) == (1200, 2400)
+    assert model.sample([(4, evs[4])]) == (1200, 1200)   # the loss timer: the last ACK before it (pn 0)
 
 
 def test_ngtcp2_delivery_bounded_reduction_is_an_explained_deviation():
@@ -136,6 +153,51 @@ def test_fuzzed_pristine_ngtcp2_reductions_are_explained(events):
     ensure_built(NGTCP2)
     _, findings = run_events(events, NGTCP2)
     assert not [f for f in findings if f.status == "violation"], findings
+
+
+WATCHED = {"excess-reduction", "growth-in-recovery", "missing-reduction"}
+
+
+@pytest.mark.parametrize("path,spec", [
+    ("fuzz/reproducers/ngtcp2-idle-inflation.jsonl", NGTCP2),
+    ("fuzz/reproducers/quiche-undo-then-avoidance-entry.jsonl", NGTCP2),
+    ("fuzz/vectors/random-4096.jsonl", NGTCP2),
+    ("fuzz/vectors/random-4096.jsonl", "ngtcp2-reno@1.25.0"),
+    ("fuzz/vectors/random-512.jsonl", "ngtcp2-reno@1.25.0"),
+])
+def test_stored_corpus_keeps_its_verdicts_on_pristine_ngtcp2(path, spec):
+    """Where the wholesale waivers also hid other ngtcp2 behaviours (they became violations
+    when the waivers were first made mechanism-checked): the w_est switch (cwnd-set-to-w-est),
+    Reno's credit before the congestion event of the same ACK (reno-grows-before-loss), ACKs
+    of lost packets inside a rate sample.  Every occurrence of the formerly waived invariants
+    is now explained by a mechanism."""
+    ensure_built(spec)
+    result = replay(load_trace(str(project_root() / path)), [spec])
+    found = {f.invariant: f for f in result.findings if f.invariant in WATCHED}
+    assert found, "the trace no longer exercises these invariants"
+    for finding in found.values():
+        assert finding.status == "deviation" and finding.explained_by, finding
+
+
+def test_w_est_switch_explains_a_small_drop_above_w_cubic_only():
+    """fuzz/reproducers/ngtcp2-idle-inflation.jsonl event 31: 5698 -> 5656 with W_cubic(t) = 5642
+    (ngtcp2's fixed point from the snapshot's W_max, K = k_m / 1024 s and epoch); the same drop
+    to 5600 (below W_cubic: not the Reno-friendly branch) is not explained."""
+    ensure_built(NGTCP2)
+    trace = load_trace(str(project_root() / "fuzz/reproducers/ngtcp2-idle-inflation.jsonl"))
+    run = replay(trace, [NGTCP2]).runs[NGTCP2]
+    before, after = run.snapshots[30], run.snapshots[31]
+    ledger = Ledger(trace.header)
+    evs = [ledger.resolve(e) for e in trace.events]
+    mechanism = Ngtcp2RenoFriendlySwitch(MDS)
+    assert mechanism.w_cubic(after, evs[31].t) == 5642 and (before.cwnd, after.cwnd) == (5698, 5656)
+
+    def occ(cwnd, cause="no-signal"):
+        return Occurrence("excess-reduction", cause, 31, evs[31].t, before, after._replace(cwnd=cwnd),
+                          [(31, evs[31])])
+    assert mechanism.explains(occ(5656))
+    assert not mechanism.explains(occ(5600))
+    assert not mechanism.explains(occ(5656, "below-beta"))
 
 
 # -- the checker: explained and unexplained occurrences ------------------------------------
