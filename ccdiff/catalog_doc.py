@@ -1,5 +1,6 @@
 """Writes docs/invariants.md from the catalog: python3 -m ccdiff.catalog_doc > docs/invariants.md"""
 from .invariants import CATALOG
+from .mechanisms import MECHANISMS
 
 
 def render() -> str:
@@ -13,7 +14,29 @@ def render() -> str:
            "rests on, or `descriptive` where the RFC states the behaviour without one.", "",
            "Slow start or congestion avoidance (`ss-growth-bound`, `ca-growth-bound`, `idle-inflation`) is "
            "the phase the stack's snapshot reports (recovery counts as congestion avoidance, RFC 9002 "
-           "§7.3.2); `cwnd < ssthresh` decides only where no phase is reported.", ""]
+           "§7.3.2); `cwnd < ssthresh` decides only where no phase is reported.", "",
+           "## Deviations: mechanism-checked or wholesale", "",
+           "A deviation in `implementations/<stack>/profile.toml` excuses findings in one of two ways "
+           "(`ccdiff/profiles.py`):", "",
+           "- **Mechanism-checked** (`mechanism = NAME`, `explains = [invariants]`): the checker feeds "
+           "the mechanism, an executable model of the stack's own rule with its upstream file:line "
+           "(`ccdiff/mechanisms.py`), every event of the run, and asks it at each occurrence of those "
+           "invariants whether the rule produced that step. An occurrence it reproduces is a "
+           "deviation; any other occurrence is a violation, reported at the first unexplained one (its "
+           "detail counts the explained ones). A finding is a deviation only when every occurrence "
+           "was explained. The model sees what the harness sees (resolved events, the stack's "
+           "snapshots), never the stack's private state: a patched build cannot explain itself.",
+           "- **Wholesale** (`tolerates = [invariants]`): every finding of the invariant is a "
+           "deviation, whether or not the mechanism happened in that trace. Left only where no "
+           "mechanism expresses the deviation yet, with the reason in `why_wholesale`; "
+           "`ccdiff stacks --waivers` lists every such waiver, stack by stack, with its reason, and "
+           "every mechanism-checked one. `trajectory-divergence` stays wholesale for every deviation "
+           "that names it until the oracle has variants reproducing the stacks' deviations.", "",
+           "Neither applies to an invariant that is not waivable. The mechanisms:", "",
+           "| mechanism | explains | upstream rule |", "|---|---|---|"]
+    for m in MECHANISMS.values():
+        out.append(f"| `{m.name}` | {', '.join(f'`{i}`' for i in sorted(m.invariants))} | {m.rule} |")
+    out.append("")
     for inv in CATALOG.values():
         out += [f"## `{inv.id}` — {inv.title}", "",
                 f"- **Rule:** {inv.rfc}",

@@ -143,6 +143,8 @@ def cmd_matrix(args) -> int:
 def cmd_stacks(args) -> int:
     from rich.table import Table
     from .stacks import available
+    if args.waivers:
+        return _print_waivers(args)
     rows = available()
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -160,6 +162,42 @@ def cmd_stacks(args) -> int:
             built += f"{row['stack']}@{row['version']})"
         table.add_row(row["stack"], row["version"] or "-", built, row["note"])
     _console().print(table)
+    return EXIT_OK
+
+
+def _print_waivers(args) -> int:
+    """`ccdiff stacks --waivers`: every deviation's excuses, mechanism-checked or wholesale."""
+    from rich.table import Table
+    from .profiles import load_profile
+    from .stacks import load_recipes
+    data = []
+    for recipe in load_recipes().values():
+        profile = load_profile(recipe)
+        data.append({"stack": recipe.name, "checked": profile.checked_waivers(),
+                     "wholesale": profile.wholesale_waivers()})
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    console = _console()
+    checked = Table(title="mechanism-checked deviations: a finding is excused only where the mechanism "
+                          "reproduces the stack's step (profile.toml `explains`)", title_justify="left")
+    for name in ("stack", "invariant", "deviation", "mechanism (upstream rule)"):
+        checked.add_column(name, overflow="fold")
+    wholesale = Table(title="whole-invariant waivers: every finding of the invariant is excused "
+                            "(profile.toml `tolerates`)", title_justify="left")
+    for name in ("stack", "invariant", "deviation", "why no mechanism checks it"):
+        wholesale.add_column(name, overflow="fold")
+    for entry in data:
+        for row in entry["checked"]:
+            checked.add_row(entry["stack"], row["invariant"], row["deviation"],
+                            f"{row['mechanism']} ({row['rule']})")
+        grouped = {}    # one row per stack, invariant and reason (trajectory-divergence: one for all)
+        for row in entry["wholesale"]:
+            grouped.setdefault((row["invariant"], row["reason"]), []).append(row["deviation"])
+        for (invariant, reason), deviations in grouped.items():
+            wholesale.add_row(entry["stack"], invariant, ", ".join(deviations), reason)
+    console.print(checked)
+    console.print(wholesale)
     return EXIT_OK
 
 
@@ -503,8 +541,13 @@ def _add_stacks(sub) -> None:
                     description="List every stack (implementations/*/stack.toml and the oracles), its "
                                 "pinned versions, whether its adapter is built (or stale), and the "
                                 "options its SPEC accepts.",
-                    examples=["ccdiff stacks", "ccdiff build all && ccdiff stacks --json"])
+                    examples=["ccdiff stacks", "ccdiff build all && ccdiff stacks --json",
+                              "ccdiff stacks --waivers"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--waivers", action="store_true",
+                   help="list every documented deviation's excuses instead: the mechanism-checked ones "
+                        "(profile.toml `explains`) and every remaining whole-invariant waiver "
+                        "(`tolerates`) with the reason no mechanism checks it")
     p.set_defaults(func=cmd_stacks)
 
 

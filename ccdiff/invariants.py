@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+from .mechanisms import Occurrence
 from .snapshot import CONGESTION_AVOIDANCE, RECOVERY
 
 
@@ -84,7 +85,10 @@ CATALOG = {inv.id: inv for inv in [
               "new losses or increases in the ECN-CE count.",
               "Reducing again for packets sent before the recovery started, reducing without any "
               "congestion signal, or below β·cwnd punishes the flow several times for one event. "
-              "RFC 9002 states the rule without a keyword and RFC 9438 §4.6 says β_cubic SHOULD be 0.7.",
+              "RFC 9002 states the rule without a keyword and RFC 9438 §4.6 says β_cubic SHOULD be 0.7. "
+              "A stack that skipped the start of a recovery period (missing-reduction there) and reduces "
+              "on a later congestion signal inside it makes its one reduction for that period: judged "
+              "by depth only.",
               True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("growth-in-recovery", "Window grew on an ACK of a packet sent before recovery started",
               "RFC 9002 §7.3.2, Appendix B.5",
@@ -201,6 +205,9 @@ class Finding:
     count: int = 1               # violations of this invariant on this run
     status: str = "violation"    # or "deviation" when the stack's profile documents it
     line: int = 0                # trace line of the first violation
+    # Deviations whose mechanism was observed at every occurrence counted here
+    # (ccdiff/mechanisms.py); empty for findings no mechanism explained.
+    explained_by: tuple = ()
 
     def to_dict(self) -> dict:
         return {"stack": self.stack, "invariant": self.invariant, "status": self.status,
@@ -309,8 +316,14 @@ class Checker:
 
     def __init__(self, stack: str, max_datagram_size: int, family: str = "cubic",
                  min_window_datagrams: int = 2, loss_applied_with_ack: bool = False,
-                 bdp_bytes: int | None = None):
+                 bdp_bytes: int | None = None, mechanisms: dict | None = None):
         self.stack = stack
+        # Mechanism-checked deviations (Profile.mechanisms): invariant -> [(deviation id,
+        # Mechanism)].  An occurrence of such an invariant that a mechanism explains goes to
+        # `explained` instead of `findings` (ccdiff/mechanisms.py).
+        self.mechanisms = mechanisms or {}
+        self.observers = list({id(m): m for pairs in self.mechanisms.values() for _, m in pairs}.values())
+        self.explained: dict[str, Finding] = {}
         self.mds = max_datagram_size
         self.min_window = 2 * max_datagram_size                  # RFC 9002 §7.2
         self.floor = max(min_window_datagrams, 2) * max_datagram_size  # the stack's own floor
@@ -325,6 +338,7 @@ class Checker:
         self.loss_group = None       # a loss (and persistent congestion) awaiting its ACK
         self.reduced_from = None     # cwnd before the last reduction, for undo detection
         self.missed_period = None    # start of a recovery period the stack never entered
+        self.late_entered = False    # ... and it has reduced since, inside that period
         # Adapters whose stack applies a loss only inside the ACK that reveals it (ngtcp2)
         # report a provisional snapshot for the loss event (docs/adapters.md).
         self.provisional_loss = loss_applied_with_ack
@@ -332,15 +346,28 @@ class Checker:
         # (Reno stacks and adapters without an epoch field never do).
         self.reports_epoch = False
 
-    def flag(self, invariant: str, index: int, t: int, detail: str) -> None:
-        found = self.findings.get(invariant)
+    def flag(self, invariant: str, index: int, t: int, detail: str, occurrence=None) -> None:
+        """One occurrence.  occurrence: a callable returning its Occurrence, for invariants a
+        mechanism-checked deviation may explain (called only when one is configured)."""
+        findings, explained_by = self.findings, ()
+        pairs = self.mechanisms.get(invariant)
+        if pairs and occurrence is not None:
+            occ = occurrence()
+            explained_by = tuple(dev for dev, mechanism in pairs if mechanism.explains(occ))
+            if explained_by:
+                findings = self.explained
+        found = findings.get(invariant)
         if found is None:
-            self.findings[invariant] = Finding(self.stack, invariant, index, t, detail)
+            findings[invariant] = Finding(self.stack, invariant, index, t, detail, explained_by=explained_by)
         else:
             found.count += 1
+            if explained_by:
+                found.explained_by = tuple(dict.fromkeys(found.explained_by + explained_by))
 
     def check(self, index: int, ev, before, after, truth: Truth) -> None:
         t, kind = ev.t, ev.kind
+        for mechanism in self.observers:
+            mechanism.observe(index, ev)
         flag = self.flag
         cwnd = after.cwnd
         if (_bad_number(cwnd, 1) or _bad_number(after.ssthresh, 1) or _bad_number(after.w_max, 0)
@@ -386,8 +413,10 @@ class Checker:
             # and leaves the stack in slow start: growth counts from the collapse.
             if group is None:
                 group = self.loss_group = {"t": t, "before": before, "new": False, "ambiguous": False,
-                                           "pc": False, "index": index}
+                                           "pc": False, "index": index, "events": []}
+            group["events"].append((index, ev))
             group["new"] |= truth.new_event
+            group["late"] = group.get("late", False) or self.late_entry(truth)
             group["ambiguous"] |= truth.ambiguous
             group["pc"] |= kind == PERSISTENT_CONGESTION
             if kind == PERSISTENT_CONGESTION:
@@ -410,38 +439,62 @@ class Checker:
         if truth.ambiguous:
             pass
         elif truth.new_event:            # an ECN-CE signal on an ACK
-            self.judge_reduction(index, t, before, after, True)
+            self.judge_reduction(index, t, before, after, True, [(index, ev)])
+        elif grew < 0 and self.late_entry(truth):   # an ECN-CE signal in a period the stack missed
+            self.late_entered = True
+            self.judge_reduction(index, t, before, after, True, [(index, ev)])
         elif grew < 0 and not (kind == ACKED and ev.spurious):
-            flag("excess-reduction", index, t, f"cwnd {before.cwnd} -> {cwnd} on no congestion signal")
+            flag("excess-reduction", index, t, f"cwnd {before.cwnd} -> {cwnd} on no congestion signal",
+                 lambda: Occurrence("excess-reduction", "no-signal", index, t, before, after, [(index, ev)]))
         if kind == ACKED and not ev.spurious:
             self.check_ack(index, ev, before, after, truth, grew)
         elif kind == SENT and truth.idle_gap > 0:
             self.watch_idle(ev, before, truth)
 
+    def late_entry(self, truth: Truth) -> bool:
+        """This event's congestion signal falls in a recovery period whose start the stack
+        skipped (missing-reduction at that start) and in which it has not reduced since: for
+        the stack it is the period's first congestion event, so a reduction here is its one
+        reduction for the period, judged by depth (β) like any first reduction.  Only the
+        first: a second reduction in the period is still excess-reduction."""
+        return truth.signal and not self.late_entered and self.missed_period is not None \
+            and truth.recovery_start == self.missed_period
+
     def close_loss_group(self) -> None:
         group, self.loss_group = self.loss_group, None
         if group is None or group["ambiguous"] or group["pc"]:
             return   # persistent congestion has its own invariant
-        self.judge_reduction(group["index"], group["t"], group["before"], group["after"], group["new"])
+        new = group["new"]
+        if not new and group["late"] and group["after"].cwnd < group["before"].cwnd:
+            new = self.late_entered = True
+        self.judge_reduction(group["index"], group["t"], group["before"], group["after"], new,
+                             group["events"])
 
-    def judge_reduction(self, index, t, before, after, new_event: bool) -> None:
-        """RFC 9002 §7.3.2 / RFC 9438 §4.6: one reduction per recovery period, by β."""
+    def judge_reduction(self, index, t, before, after, new_event: bool, events=()) -> None:
+        """RFC 9002 §7.3.2 / RFC 9438 §4.6: one reduction per recovery period, by β.
+        events: (index, resolved event) judged together, for mechanism-checked deviations."""
         grew = after.cwnd - before.cwnd
         if grew < 0:
             self.reduced_from = before.cwnd
+
+        def occurrence(invariant, cause):
+            return lambda: Occurrence(invariant, cause, index, t, before, after, list(events))
         if new_event:
             if before.cwnd > self.floor and grew >= 0:
                 self.missed_period = t
+                self.late_entered = False
                 self.flag("missing-reduction", index, t,
                           f"new congestion event at t={t} (a packet sent after the previous recovery "
-                          f"start was lost or CE-marked) but cwnd went {before.cwnd} -> {after.cwnd}")
+                          f"start was lost or CE-marked) but cwnd went {before.cwnd} -> {after.cwnd}",
+                          occurrence("missing-reduction", "missing-reduction"))
             elif grew < 0 and self.floor < after.cwnd < before.cwnd * self.beta - self.mds:
                 self.flag("excess-reduction", index, t,
-                          f"cwnd {before.cwnd} -> {after.cwnd}, below beta={self.beta} x cwnd")
+                          f"cwnd {before.cwnd} -> {after.cwnd}, below beta={self.beta} x cwnd",
+                          occurrence("excess-reduction", "below-beta"))
         elif grew < 0:
             self.flag("excess-reduction", index, t,
                       f"cwnd {before.cwnd} -> {after.cwnd} on a loss of a packet sent during the current "
-                      f"recovery period")
+                      f"recovery period", occurrence("excess-reduction", "in-recovery"))
 
     def check_ack(self, index, ev, before, after, truth, grew) -> None:
         t, flag = ev.t, self.flag
@@ -452,7 +505,9 @@ class Checker:
         if grew > 0 and truth.ack_in_recovery and not truth.ambiguous and entered:
             flag("growth-in-recovery", index, t,
                  f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent before the recovery "
-                 f"start t={truth.recovery_start}")
+                 f"start t={truth.recovery_start}",
+                 lambda: Occurrence("growth-in-recovery", "growth-in-recovery", index, t, before, after,
+                                    [(index, ev)]))
         elif grew > 0 and truth.ack_app_limited and not truth.ambiguous:
             flag("growth-while-app-limited", index, t,
                  f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent while app-limited")
@@ -539,6 +594,18 @@ class Checker:
                       f"{watch['pre_rate']:.3f} in the round trip before the idle period")
 
     def finish(self) -> list:
+        """The findings: one per invariant.  An invariant with occurrences no mechanism explained
+        is reported at the first of those (the explained ones are counted in its detail); one
+        whose every occurrence was explained comes back with explained_by set
+        (profiles.judge makes it a deviation)."""
         self.close_loss_group()
         self.finish_idle_watch()
-        return list(self.findings.values())
+        out = list(self.findings.values())
+        for invariant, explained in self.explained.items():
+            found = self.findings.get(invariant)
+            if found is None:
+                out.append(explained)
+            else:
+                found.detail += (f"; {explained.count} other occurrence(s) explained by the observed "
+                                 f"mechanism of {', '.join(explained.explained_by)}")
+        return out

@@ -1,9 +1,17 @@
 """Per-stack profiles: documented deviations from RFC 9438 and differential tolerances.
 
 implementations/<stack>/profile.toml lists what the stack does differently on
-purpose, with code references.  A finding of an invariant a deviation names
-in `tolerates` is reported as a deviation, not a violation -- unless the
-invariant is an RFC MUST (Invariant.waivable is False), which no profile can
+purpose, with code references.  A deviation excuses findings in one of two ways:
+
+- `explains = [invariants]` with `mechanism = NAME` (ccdiff/mechanisms.py): an
+  occurrence of those invariants is a deviation only where the mechanism -- an
+  executable model of the stack's own rule -- is observed at that event; every
+  other occurrence stays a violation (mechanism-checked);
+- `tolerates = [invariants]`: every finding of the invariant is a deviation
+  (a whole-invariant waiver; `why_wholesale` says why no mechanism expresses it,
+  `ccdiff stacks --waivers` lists them all).
+
+Neither applies to an RFC MUST (Invariant.waivable is False), which no profile can
 waive.
 """
 from __future__ import annotations
@@ -13,7 +21,17 @@ from dataclasses import dataclass, field
 
 from .errors import SetupError
 from .invariants import CATALOG
+from .mechanisms import MECHANISMS
 from .status import validate_known
+
+
+# Why trajectory-divergence stays waived wholesale for every deviation that names it: the
+# divergence is measured against the RFC 9438 oracle, which has no variant reproducing the
+# stack's deviations yet (issue #21, point 5); until it has, the differential cannot tell
+# one deviation's footprint from a bug's.  A divergence that follows a violation is never
+# waived (judge).
+DIVERGENCE_WHOLESALE = ("differential against the RFC 9438 oracle, which has no variant reproducing this "
+                        "deviation yet; a divergence that follows a violation is reported regardless")
 
 
 @dataclass
@@ -27,10 +45,54 @@ class Profile:
     known: list = field(default_factory=list)   # [[known]] upstream issues and fixes (ccdiff/status.py)
 
     def explaining(self, invariant: str) -> list:
-        """Deviations that document this invariant's findings for this stack."""
+        """Deviations that waive every finding of this invariant for this stack (`tolerates`)."""
         if not CATALOG[invariant].waivable:
             return []
         return [d for d in self.deviations if invariant in d.get("tolerates", [])]
+
+    def mechanisms(self, max_datagram_size: int, family: str = "cubic") -> dict:
+        """Fresh mechanism instances for one run of a `family` controller (the profile serves a
+        stack's CUBIC and its Reno alias): invariant -> [(deviation id, Mechanism)]
+        (Checker(mechanisms=...)).  One instance per mechanism name, shared by the
+        deviations and invariants that use it."""
+        instances, out = {}, {}
+        for dev in self.deviations:
+            name = dev.get("mechanism")
+            if not name or family not in MECHANISMS[name].families:
+                continue
+            if name not in instances:
+                instances[name] = MECHANISMS[name](max_datagram_size)
+            for invariant in dev.get("explains", []):
+                if CATALOG[invariant].waivable:
+                    out.setdefault(invariant, []).append((dev["id"], instances[name]))
+        return out
+
+    def wholesale_waivers(self) -> list:
+        """Every whole-invariant waiver left: {invariant, deviation, reason}.  The reason is
+        the deviation's `why_wholesale` (a string, or a table by invariant): why no mechanism
+        expresses it yet; trajectory-divergence has one reason for every deviation
+        (DIVERGENCE_WHOLESALE); without one, the deviation's summary, marked as such."""
+        out = []
+        for dev in self.deviations:
+            why = dev.get("why_wholesale", {})
+            for inv in dev.get("tolerates", []):
+                if not CATALOG[inv].waivable:
+                    continue
+                if isinstance(why, dict):
+                    reason = why.get(inv, "")
+                else:   # a string: the deviation's own invariants; divergence has its own reason
+                    reason = why if inv != "trajectory-divergence" else ""
+                if not reason:
+                    reason = DIVERGENCE_WHOLESALE if inv == "trajectory-divergence" else \
+                        "no written reason; the deviation: " + dev.get("summary", "")
+                out.append({"invariant": inv, "deviation": dev.get("id", ""), "reason": reason})
+        return out
+
+    def checked_waivers(self) -> list:
+        """Every mechanism-checked excuse: {invariant, deviation, mechanism, rule}."""
+        return [{"invariant": inv, "deviation": d.get("id", ""), "mechanism": d["mechanism"],
+                 "rule": MECHANISMS[d["mechanism"]].rule}
+                for d in self.deviations if d.get("mechanism") for inv in d.get("explains", [])]
 
 
 def load_profile(recipe) -> Profile:
@@ -46,9 +108,29 @@ def load_profile(recipe) -> Profile:
     divergence = data.get("divergence", {})
     deviations = data.get("deviation", [])
     for dev in deviations:
-        for inv in dev.get("tolerates", []):
+        why = dev.get("why_wholesale", "")
+        if not isinstance(why, (str, dict)) or (isinstance(why, dict) and not set(why) <= set(dev.get("tolerates", []))):
+            raise SetupError(f"{path}: deviation {dev.get('id')!r}: why_wholesale is a string or a table "
+                             "keyed by invariants the deviation tolerates")
+        for inv in dev.get("tolerates", []) + dev.get("explains", []):
             if inv not in CATALOG:
-                raise SetupError(f"{path}: deviation {dev.get('id')!r} tolerates unknown invariant {inv!r}")
+                raise SetupError(f"{path}: deviation {dev.get('id')!r} names unknown invariant {inv!r}")
+        name, explains = dev.get("mechanism"), dev.get("explains", [])
+        if explains and not name:
+            raise SetupError(f"{path}: deviation {dev.get('id')!r} explains {', '.join(explains)} "
+                             "but names no mechanism (use tolerates for a whole-invariant waiver)")
+        if name is not None:
+            if name not in MECHANISMS:
+                raise SetupError(f"{path}: deviation {dev.get('id')!r}: unknown mechanism {name!r}; "
+                                 f"one of {', '.join(sorted(MECHANISMS))}")
+            beyond = sorted(set(explains) - MECHANISMS[name].invariants)
+            if beyond:
+                raise SetupError(f"{path}: deviation {dev.get('id')!r}: mechanism {name!r} cannot explain "
+                                 f"{', '.join(beyond)}")
+        both = sorted(set(explains) & set(dev.get("tolerates", [])))
+        if both:
+            raise SetupError(f"{path}: deviation {dev.get('id')!r} both explains and tolerates "
+                             f"{', '.join(both)}: a mechanism-checked invariant is not waived wholesale")
     try:
         known = validate_known(data.get("known", []), str(path), CATALOG)
     except ValueError as exc:
@@ -64,15 +146,20 @@ def load_profile(recipe) -> Profile:
 def judge(findings: list, profile: Profile) -> list:
     """Deviation or violation: one rule for replay, matrix, sim and conform.
 
-    A finding of an invariant a documented deviation tolerates is a deviation (never an RFC
-    MUST: Profile.explaining).  A trajectory divergence that comes after the run broke an
+    A finding whose every occurrence a deviation's mechanism explained (Finding.explained_by,
+    set by the checker) is a deviation; so is any finding of an invariant a documented
+    deviation tolerates wholesale (never an RFC MUST: Profile.explaining).  A trajectory divergence that comes after the run broke an
     RFC rule is that bug's footprint, not a documented deviation: it is a violation that
     "follows" the earlier findings -- only those that happened at or before it (causal
     order).  Returns the findings, in the order given.
     """
     for finding in findings:
         explaining = profile.explaining(finding.invariant)
-        if explaining:
+        if finding.explained_by and CATALOG[finding.invariant].waivable:
+            finding.status = "deviation"
+            finding.detail += "; documented deviations (mechanism observed at every occurrence): " + \
+                ", ".join(finding.explained_by)
+        elif explaining:
             finding.status = "deviation"
             finding.detail += "; documented deviations: " + ", ".join(d["id"] for d in explaining)
     for finding in findings:

@@ -109,10 +109,12 @@ def related_deviations(view: FindingView) -> list:
     out = []
     for dev in profile.deviations:
         tolerated = inv in dev.get("tolerates", [])
+        checked = inv in dev.get("explains", [])
         named = re.search(r"\b%s\b" % re.escape(inv), blocks.get(dev.get("id", ""), ""))
-        if tolerated or named:
+        if tolerated or checked or named:
             out.append(dict(dev, why="tolerates this invariant" if tolerated else
-                            "its profile entry names this invariant"))
+                            "explains this invariant where its mechanism (%s) is observed" % dev.get("mechanism")
+                            if checked else "its profile entry names this invariant"))
     return out
 
 

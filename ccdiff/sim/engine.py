@@ -69,7 +69,7 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
     # the path's own operating point (ccdiff/invariants.py near_floor_limit).
     bdp_bytes = s.rate_bytes_per_s * s.base_rtt_us // 1_000_000
     checker = Checker(target.label, mds, target.family, profile.min_window_datagrams, provisional,
-                      bdp_bytes=bdp_bytes)
+                      bdp_bytes=bdp_bytes, mechanisms=profile.mechanisms(mds, target.family))
     try:
         sim = _Sim(s, seed, header, controller, checker, check, Truth(ecn=profile.ecn))
         sim.run()

@@ -1,0 +1,309 @@
+"""Mechanism-checked deviations (ccdiff/mechanisms.py): a documented deviation excuses an
+occurrence only where its mechanism reproduces the stack's step.
+
+The ngtcp2 cases replay ngtcp2 1.25.0 itself (the windows are derived in
+tests/adapters/test_ngtcp2.py); the checker cases feed it hand-made snapshots, so the
+stack's answer is what the test says it is: a pristine rule, or the planted bug.
+"""
+import json
+
+import pytest
+
+from ccdiff.build import ensure_built
+from ccdiff.cli import main
+from ccdiff.errors import SetupError
+from ccdiff.invariants import Checker, Finding, Truth
+from ccdiff.ledger import Ledger
+from ccdiff.mechanisms import MECHANISMS, Ngtcp2DeliverySsthresh, Ngtcp2RenoFriendlySwitch, Occurrence
+from ccdiff.paths import project_root
+from ccdiff.replay import replay
+from ccdiff.profiles import Profile, judge, load_profile
+from ccdiff.snapshot import Snapshot
+from ccdiff.stacks import load_recipes
+from ccdiff.trace import load_trace, parse_trace_text
+
+from .adapters.common import run_events, sent
+
+MDS = 1200
+NGTCP2 = "ngtcp2@1.25.0"
+
+
+def delivery_bounded_loss():
+    """Slow start 12000 -> 24000 on pns 0-9; pns 10-13 sent at 10 ms; at 20 ms pn 10 is lost
+    and 11-13 acked.  ngtcp2's rate sample: 3600 bytes delivered since pn 13 was sent;
+    3600 * 2 < 24000, so ssthresh = min(24000 * 7 / 10, max(3600, 0 + 1200)) = 3600
+    (lib/ngtcp2_cc.c:501-510): below beta, by ngtcp2's documented rule."""
+    return ([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])]
+            + [sent(10_000, i) for i in range(10, 14)]
+            + [dict(t=20_000, ev="lost", pns=[10]), dict(t=20_000, ev="ack", pns=[[11, 13]])])
+
+
+def resolved(events):
+    text = "\n".join([json.dumps({"ccdiff_trace": 1, "max_datagram_size": MDS})]
+                     + [json.dumps(e) for e in events])
+    trace = parse_trace_text(text)
+    ledger = Ledger(trace.header)
+    return [ledger.resolve(e) for e in trace.events]
+
+
+def snap(cwnd, ssthresh=None, start=None, phase="slow_start", inflight=0):
+    return Snapshot(cwnd, ssthresh, inflight, phase, start, start, None, None)
+
+
+def checked(events, snapshots, profile):
+    """The checker over hand-made snapshots, with the profile's mechanisms; judged findings."""
+    checker = Checker("stack", MDS, "cubic", 2, loss_applied_with_ack=True,
+                      mechanisms=profile.mechanisms(MDS))
+    truth, before = Truth(), None
+    for index, (ev, after) in enumerate(zip(resolved(events), snapshots)):
+        truth.update(ev)
+        checker.check(index, ev, before, after, truth)
+        before = after
+    return {f.invariant: f for f in judge(checker.finish(), profile)}
+
+
+@pytest.fixture(scope="module")
+def ngtcp2_profile():
+    return load_profile(load_recipes()["ngtcp2"])
+
+
+# -- the rule itself ---------------------------------------------------------------------
+
+def test_delivery_ssthresh_rule_in_ngtcp2_integers():
+    rule = Ngtcp2DeliverySsthresh.ssthresh
+    assert rule(12000, 10800, 9600, MDS) == 8400          # 10800 * 2 >= 12000: beta only
+    assert rule(24000, 3600, 1200, MDS) == 3600           # delivered bounds it
+    assert rule(24000, 1000, 5000, MDS) == 5000           # flight + lost bounds it
+    assert rule(24000, 100, 100, MDS) == 2 * MDS          # never below two datagrams
+    assert rule(10001, 0, 99999, MDS) == 7000             # cwnd * 7 / 10, truncated
+
+
+def test_model_reproduces_the_rule_on_ngtcp2_and_not_a_planted_beta():
+    events = delivery_bounded_loss()
+    model = Ngtcp2DeliverySsthresh(MDS)
+    evs = resolved(events)
+    for index, ev in enumerate(evs):
+        model.observe(index, ev)
+    before = snap(24000)
+
+    def occ(ssthresh):
+        return Occurrence("excess-reduction", "below-beta", 15, 20_000, before,
+                          snap(ssthresh, ssthresh, 20_000, "recovery"), [(15, evs[15]), (16, evs[16])])
+    assert model.expected(occ(3600)) == (3600, 3600)        # exact: no ACK of a lost packet inside
+    assert model.explains(occ(3600))
+    assert not model.explains(occ(4800))            # any other depth is not the rule's
+    # Another cause of excess-reduction (a second reduction in one period) is never explained.
+    assert not model.explains(Occurrence("excess-reduction", "in-recovery", 15, 20_000, before,
+                                         snap(3600, 3600, 20_000), [(15, evs[15]), (16, evs[16])]))
+
+
+def test_delivery_sample_is_an_interval_only_around_acks_of_lost_packets():
+    """pn 1 declared lost, then acknowledged (spurious) after pn 3 was sent: ngtcp2 counts that
+    ACK in its delivered bytes only while it still keeps the lost entry, so the sample of the
+    ACK of pn 3 is 1200 or 2400; the rule is checked against both ends."""
+    events = [sent(0, 0), sent(0, 1), sent(0, 2), dict(t=10_000, ev="ack", pns=[0]),
+              dict(t=10_000, ev="lost", pns=[1]), sent(10_000, 3),
+              dict(t=20_000, ev="ack", pns=[1]), dict(t=20_000, ev="ack", pns=[3])]
+    model = Ngtcp2DeliverySsthresh(MDS)
+    evs = resolved(events)
+    for index, ev in enumerate(evs):
+        model.observe(index, ev)
+    assert model.sample([(7, evs[7])]) == (1200, 2400)
+    assert model.sample([(4, evs[4])]) == (1200, 1200)   # the loss timer: the last ACK before it (pn 0)
+
+
+def test_ngtcp2_delivery_bounded_reduction_is_an_explained_deviation():
+    ensure_built(NGTCP2)
+    snaps, findings = run_events(delivery_bounded_loss(), NGTCP2)
+    assert (snaps[-1].cwnd, snaps[-1].ssthresh) == (3600, 3600)
+    (finding,) = [f for f in findings if f.invariant == "excess-reduction"]
+    assert finding.status == "deviation"
+    assert finding.explained_by == ("ssthresh-bounded-by-delivery",)
+
+
+def test_ngtcp2_gap_fill_growth_is_explained_by_the_gap_fill_mechanism_only():
+    """tests/adapters/test_ngtcp2.py test_gap_fill_ack_is_not_held_by_recovery: 2400 -> 2717
+    on pn 2 alone, below the largest acknowledged pn 3.  No CE on that ACK: the ECN deviation
+    (same rule, CE only) does not claim it."""
+    ensure_built(NGTCP2)
+    events = ([sent(0, i) for i in range(4)]
+              + [dict(t=10_000, ev="lost", pns=[0]), dict(t=10_000, ev="ack", pns=[1, 3]),
+                 dict(t=12_000, ev="ack", pns=[2])])
+    snaps, findings = run_events(events, NGTCP2)
+    assert snaps[-1].cwnd == 2717
+    (finding,) = [f for f in findings if f.invariant == "growth-in-recovery"]
+    assert finding.status == "deviation"
+    assert finding.explained_by == ("gap-fill-ack-skips-recovery-check",)
+
+
+@pytest.mark.parametrize("events", [
+    # The loss timer before any ACK: rs.delivered is still 0 (ngtcp2_rs_init), so ssthresh =
+    # min(8400, max(0, 2400 + 1200)) = 3600.
+    [sent(0, 0), sent(0, 1), sent(0, 2), dict(t=10_000, ev="lost", pns=[0]), dict(t=10_100, ev="ack", pns=[1])],
+    # CE on a gap-fill ACK (no recovery for ngtcp2), then CE on the next ACK: ngtcp2's first
+    # congestion event, inside the checker's recovery period.
+    [sent(0, 0), sent(0, 1), dict(t=10_000, ev="ack", pns=[1]), dict(t=10_000, ev="ack", pns=[0], ecn_ce=True),
+     sent(10_000, 2), dict(t=20_000, ev="ack", pns=[2], ecn_ce=True)],
+    [sent(0, 0), sent(0, 1), sent(0, 2), dict(t=10_000, ev="ack", pns=[1]),
+     dict(t=10_000, ev="ack", pns=[0], ecn_ce=True), dict(t=10_000, ev="lost", pns=[2])],
+], ids=["timer-loss-before-any-ack", "ce-after-ignored-ce", "loss-after-ignored-ce"])
+def test_fuzzed_pristine_ngtcp2_reductions_are_explained(events):
+    """Inputs `ccdiff fuzz --engine hypothesis` found on pristine ngtcp2 while the mechanism
+    was being written: each reduction is ngtcp2's rule, none may be a violation."""
+    ensure_built(NGTCP2)
+    _, findings = run_events(events, NGTCP2)
+    assert not [f for f in findings if f.status == "violation"], findings
+
+
+WATCHED = {"excess-reduction", "growth-in-recovery", "missing-reduction"}
+
+
+@pytest.mark.parametrize("path,spec", [
+    ("fuzz/reproducers/ngtcp2-idle-inflation.jsonl", NGTCP2),
+    ("fuzz/reproducers/quiche-undo-then-avoidance-entry.jsonl", NGTCP2),
+    ("fuzz/vectors/random-4096.jsonl", NGTCP2),
+    ("fuzz/vectors/random-4096.jsonl", "ngtcp2-reno@1.25.0"),
+    ("fuzz/vectors/random-512.jsonl", "ngtcp2-reno@1.25.0"),
+])
+def test_stored_corpus_keeps_its_verdicts_on_pristine_ngtcp2(path, spec):
+    """Where the wholesale waivers also hid other ngtcp2 behaviours (they became violations
+    when the waivers were first made mechanism-checked): the w_est switch (cwnd-set-to-w-est),
+    Reno's credit before the congestion event of the same ACK (reno-grows-before-loss), ACKs
+    of lost packets inside a rate sample.  Every occurrence of the formerly waived invariants
+    is now explained by a mechanism."""
+    ensure_built(spec)
+    result = replay(load_trace(str(project_root() / path)), [spec])
+    found = {f.invariant: f for f in result.findings if f.invariant in WATCHED}
+    assert found, "the trace no longer exercises these invariants"
+    for finding in found.values():
+        assert finding.status == "deviation" and finding.explained_by, finding
+
+
+def test_w_est_switch_explains_a_small_drop_above_w_cubic_only():
+    """fuzz/reproducers/ngtcp2-idle-inflation.jsonl event 31: 5698 -> 5656 with W_cubic(t) = 5642
+    (ngtcp2's fixed point from the snapshot's W_max, K = k_m / 1024 s and epoch); the same drop
+    to 5600 (below W_cubic: not the Reno-friendly branch) is not explained."""
+    ensure_built(NGTCP2)
+    trace = load_trace(str(project_root() / "fuzz/reproducers/ngtcp2-idle-inflation.jsonl"))
+    run = replay(trace, [NGTCP2]).runs[NGTCP2]
+    before, after = run.snapshots[30], run.snapshots[31]
+    ledger = Ledger(trace.header)
+    evs = [ledger.resolve(e) for e in trace.events]
+    mechanism = Ngtcp2RenoFriendlySwitch(MDS)
+    assert mechanism.w_cubic(after, evs[31].t) == 5642 and (before.cwnd, after.cwnd) == (5698, 5656)
+
+    def occ(cwnd, cause="no-signal"):
+        return Occurrence("excess-reduction", cause, 31, evs[31].t, before, after._replace(cwnd=cwnd),
+                          [(31, evs[31])])
+    assert mechanism.explains(occ(5656))
+    assert not mechanism.explains(occ(5600))
+    assert not mechanism.explains(occ(5656, "below-beta"))
+
+
+# -- the checker: explained and unexplained occurrences ------------------------------------
+
+def gap_fill_then_in_order(ecn=False):
+    """Loss at 10 ms (pn 0; 1 and 3 acked), then pn 2 alone (a gap fill) and pn 4 (sent before
+    the recovery start, above the largest acked: no gap fill)."""
+    return ([sent(0, i) for i in range(5)]
+            + [dict(t=10_000, ev="lost", pns=[0]), dict(t=10_000, ev="ack", pns=[1, 3]),
+               dict(t=12_000, ev="ack", pns=[2], **({"ecn_ce": True} if ecn else {})),
+               dict(t=13_000, ev="ack", pns=[4])])
+
+
+def test_growth_in_recovery_on_a_non_gap_fill_ack_stays_a_violation(ngtcp2_profile):
+    """The stack grows on both ACKs of pre-recovery packets (the recovery check removed):
+    the gap fill is ngtcp2's rule, the in-order ACK is not."""
+    snaps = [snap(12000)] * 5 + [snap(8400, 8400, 10_000, "recovery")] * 2 + [
+        snap(8700, 8400, 10_000, "congestion_avoidance"), snap(9000, 8400, 10_000, "congestion_avoidance")]
+    found = checked(gap_fill_then_in_order(), snaps, ngtcp2_profile)
+    finding = found["growth-in-recovery"]
+    assert finding.status == "violation"
+    assert finding.event_index == 8 and finding.count == 1
+    assert "1 other occurrence(s) explained" in finding.detail
+    # The pristine rule: no growth on the in-order ACK.  Only the gap fill grows: a deviation.
+    found = checked(gap_fill_then_in_order(), snaps[:8] + [snaps[7]], ngtcp2_profile)
+    assert found["growth-in-recovery"].status == "deviation"
+
+
+def test_wholesale_waiver_is_gone_for_mechanism_checked_invariants(ngtcp2_profile):
+    """Without the mechanism check the same run is a deviation (the old wholesale waiver):
+    ngtcp2's profile no longer tolerates excess-reduction or growth-in-recovery."""
+    assert not ngtcp2_profile.explaining("growth-in-recovery")
+    assert not ngtcp2_profile.explaining("excess-reduction")
+    wholesale = Profile(deviations=[{"id": "old", "tolerates": ["growth-in-recovery"]}])
+    snaps = [snap(12000)] * 5 + [snap(8400, 8400, 10_000, "recovery")] * 2 + [
+        snap(8700, 8400, 10_000, "congestion_avoidance"), snap(9000, 8400, 10_000, "congestion_avoidance")]
+    assert checked(gap_fill_then_in_order(), snaps, wholesale)["growth-in-recovery"].status == "deviation"
+
+
+def test_a_reduction_in_a_period_the_stack_skipped_is_judged_by_depth(ngtcp2_profile):
+    """Found by fuzzing pristine ngtcp2: CE on a gap-fill ACK starts no recovery for ngtcp2
+    (ecn-only-on-new-largest, observed), so a later CE inside the checker's period is ngtcp2's
+    first congestion event: one reduction by beta is fine there, a second one is not."""
+    events = [sent(0, 0), sent(0, 1), dict(t=10_000, ev="ack", pns=[1]),
+              dict(t=10_000, ev="ack", pns=[0], ecn_ce=True), sent(10_000, 2), sent(10_000, 3),
+              dict(t=20_000, ev="ack", pns=[2], ecn_ce=True), dict(t=30_000, ev="ack", pns=[3], ecn_ce=True)]
+    snaps = [snap(12000)] * 2 + [snap(13200), snap(14400)] + [snap(14400)] * 2 + [
+        snap(10080, 10080, 20_000, "recovery"), snap(10080, 10080, 20_000, "recovery")]
+    found = checked(events, snaps, ngtcp2_profile)
+    assert found["missing-reduction"].status == "deviation"
+    assert "excess-reduction" not in found
+    snaps[-1] = snap(7056, 7056, 30_000, "recovery")
+    found = checked(events, snaps, ngtcp2_profile)
+    assert found["excess-reduction"].status == "violation" and found["excess-reduction"].event_index == 7
+
+
+def test_judge_never_lets_a_mechanism_excuse_an_rfc_must():
+    finding = Finding("s", "idle-inflation", 3, 0, "x", explained_by=("d",))
+    assert judge([finding], Profile())[0].status == "violation"
+
+
+# -- profiles ----------------------------------------------------------------------------
+
+class _Recipe:
+    name = "x"
+
+    def __init__(self, folder):
+        self.folder = folder
+
+
+@pytest.mark.parametrize("deviation,message", [
+    ('mechanism = "no-such"\nexplains = ["excess-reduction"]', "unknown mechanism"),
+    ('explains = ["excess-reduction"]', "names no mechanism"),
+    ('mechanism = "ngtcp2-gap-fill-ack"\nexplains = ["excess-reduction"]', "cannot explain"),
+    ('mechanism = "ngtcp2-delivery-ssthresh"\nexplains = ["excess-reduction"]\n'
+     'tolerates = ["excess-reduction"]', "both explains and tolerates"),
+    ('tolerates = ["no-such-invariant"]', "unknown invariant"),
+])
+def test_profile_rejects_a_bad_mechanism_entry(tmp_path, deviation, message):
+    (tmp_path / "profile.toml").write_text(f'[[deviation]]\nid = "d"\n{deviation}\n')
+    with pytest.raises(SetupError, match=message):
+        load_profile(_Recipe(tmp_path))
+
+
+def test_every_mechanism_names_its_upstream_rule():
+    for mechanism in MECHANISMS.values():
+        assert mechanism.invariants and ".c:" in mechanism.rule
+
+
+def test_stacks_waivers_lists_every_whole_invariant_waiver_with_a_reason(capsys):
+    assert main(["stacks", "--waivers", "--json"]) == 0
+    data = {entry["stack"]: entry for entry in json.loads(capsys.readouterr().out)}
+    checked_ngtcp2 = {(c["invariant"], c["deviation"]) for c in data["ngtcp2"]["checked"]}
+    assert ("excess-reduction", "ssthresh-bounded-by-delivery") in checked_ngtcp2
+    assert ("growth-in-recovery", "gap-fill-ack-skips-recovery-check") in checked_ngtcp2
+    wholesale = {(s, w["invariant"]) for s, e in data.items() for w in e["wholesale"]}
+    assert ("ngtcp2", "excess-reduction") not in wholesale
+    assert ("ngtcp2", "growth-in-recovery") not in wholesale
+    assert ("picoquic", "growth-in-recovery") in wholesale        # not checked yet: listed
+    for entry in data.values():
+        for waiver in entry["wholesale"]:     # every whole-invariant waiver has a written reason
+            assert waiver["reason"] and waiver["deviation"]
+            assert not waiver["reason"].startswith("no written reason"), waiver
+    recipes = load_recipes()
+    for name, entry in data.items():
+        tolerated = sum(len(d.get("tolerates", [])) for d in load_profile(recipes[name]).deviations)
+        assert len(entry["wholesale"]) == tolerated
+    assert main(["stacks", "--waivers"]) == 0
+    assert "whole-invariant waivers" in capsys.readouterr().out
