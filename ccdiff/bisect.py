@@ -125,9 +125,18 @@ def candidate_releases(recipe, include_yanked: bool = False, include_pre: bool =
     config = load_config(recipe.folder, recipe.name)
     versions = set(recipe.versions)
     if config is not None:
-        versions |= set(load_lock(config.lock_path))
-        if config.same_version:
-            for r in published(config):
+        versions |= {v for v, e in load_lock(config.lock_path).items() if include_yanked or not e.get("yanked")}
+        try:
+            releases = published(config) if config.same_version else []
+        except SetupError as exc:            # offline: what is pinned, locked or built
+            _log(f"warning: {exc}; searching pinned, locked and built releases only")
+            releases = []
+            folder = recipe.build_folder("x").parent
+            if folder.is_dir():
+                versions |= {p.name for p in folder.iterdir() if recipe.library(p.name).exists()
+                             and not p.name.startswith(("local-", "git-"))}
+        if True:
+            for r in releases:
                 if (r.yanked and not include_yanked) or (is_prerelease(r.version) and not include_pre):
                     continue
                 versions.add(r.version)

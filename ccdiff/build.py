@@ -187,10 +187,13 @@ def _build_target(recipe: StackRecipe, version: str, source: Path | None, saniti
         pin = recipe.versions.get(version)
         if pin is None:                 # a published release: the registry's digest, locked
             from .registry import resolve_release
-            pin = resolve_release(recipe, version)
+            pin = resolve_release(recipe, version, record=False)
             if pin.get("yanked"):
                 _log(f"  warning: {recipe.name} {version} is yanked on its registry; building it anyway")
         archive = fetch(pin["url"], pin["sha256"])
+        if version not in recipe.versions:
+            from .registry import record_release
+            record_release(recipe, version, pin)    # verified: the lock learns it (once)
         unpack(archive, out / "src")
         src = out / "src" / pin.get("subdir", "")
         origin = {"url": pin["url"], "sha256": pin["sha256"]}

@@ -268,14 +268,23 @@ def resolve_release(recipe, version: str, record: bool = True) -> dict:
         recent = [v for v in releases if not releases[v].yanked][-8:]
         raise SetupError(f"{recipe.name} {version} is not published on {registry_name(config)} "
                          f"({config.package}); newest: {', '.join(recent)}")
-    release = releases[version]
-    entry = lock_entry(config, release)
+    entry = dict(lock_entry(config, releases[version]), version=version)
     if record:
-        lock[version] = entry
-        save_lock(config.lock_path, recipe.name, f"{registry_name(config)}:{config.package}", lock)
-        print(f"  recorded {recipe.name} {version} (sha256 {release.sha256[:16]}..., from the "
-              f"{registry_name(config)} index) in {config.lock_path}", file=sys.stderr)
-    return dict(entry, version=version)
+        record_release(recipe, version, entry)
+    return entry
+
+
+def record_release(recipe, version: str, entry: dict) -> None:
+    """Add a release to the lock file (after its download matched the digest); a no-op when
+    the lock has it already."""
+    config = load_config(recipe.folder, recipe.name)
+    lock = load_lock(config.lock_path)
+    if version in lock:
+        return
+    lock[version] = {k: v for k, v in entry.items() if k != "version"}
+    save_lock(config.lock_path, recipe.name, f"{registry_name(config)}:{config.package}", lock)
+    print(f"  recorded {recipe.name} {version} (sha256 {entry['sha256'][:16]}..., from the "
+          f"{registry_name(config)} index) in {config.lock_path}", file=sys.stderr)
 
 
 def registry_name(config: RegistryConfig) -> str:
