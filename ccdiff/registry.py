@@ -257,6 +257,9 @@ def resolve_release(recipe, version: str, record: bool = True) -> dict:
     ok, why = support(config, version)
     if not ok:
         raise SetupError(why)
+    if config.verified_max and version_key(version) > version_key(config.verified_max):
+        print(f"  warning: {recipe.name} {version} is newer than the newest release the adapter was "
+              f"verified with ({config.verified_max}); trying it", file=sys.stderr)
     lock = load_lock(config.lock_path)
     if version in lock:
         return dict(lock[version], version=version)

@@ -294,3 +294,26 @@ def test_registry_files_do_not_make_builds_stale(fake):
     assert recipe_digest(recipe) == before
     (recipe.folder / "build.sh").write_text("# changed\n")
     assert recipe_digest(recipe) != before
+
+
+def _quiche_built(version):
+    from ccdiff.build import is_stale
+    from ccdiff.stacks import load_recipes
+    recipe = load_recipes()["quiche"]
+    return recipe.library(version).exists() and not is_stale(recipe, version)
+
+
+@pytest.mark.skipif(not _quiche_built("0.26.1"), reason="quiche 0.26.1 not built (ccdiff build quiche@0.26.1)")
+def test_quiche_0_26_1_is_idle_fix_always_on():
+    """0.26.1 fixed the death spiral with no switch: the probe says so, idle_fix=off is refused
+    (the code cannot run it) and idle_fix=on is the release itself."""
+    from ccdiff.replay import replay
+    from ccdiff.stacks import features_of, load_recipes
+    from ccdiff.trace import load_trace
+    assert features_of(load_recipes()["quiche"], "0.26.1")["idle_fix"]["state"] == "always on"
+    trace = load_trace(str(Path(__file__).resolve().parent.parent / "examples" / "death-spiral.jsonl"))
+    result = replay(trace, ["quiche@0.26.1", "quiche@0.26.1:idle_fix=on"])
+    assert not result.violations
+    assert {run.snapshots[-1].cwnd for run in result.runs.values()} == {13681}
+    with pytest.raises(SetupError, match="always on"):
+        replay(trace, ["quiche@0.26.1:idle_fix=off"])
