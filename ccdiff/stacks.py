@@ -220,7 +220,8 @@ def available() -> list[dict]:
             releases = [p.name for p in folder.iterdir() if p.name not in versions
                         and (p / LIBRARY_NAME).exists() and not p.name.startswith(("local-", "git-"))]
             versions += sorted(releases, key=version_key)
-            versions += sorted(p.name for p in folder.iterdir() if p.name.startswith(("local-", "git-")))
+            versions += sorted(p.name for p in folder.iterdir() if p.name.startswith(("local-", "git-"))
+                               and (p / LIBRARY_NAME).exists())     # a checkout build under way: not yet
         for version in versions:
             built = version in served if remote is not None else recipe.library(version).exists()
             stale = remote is None and not version.startswith(("local-", "git-")) and is_stale(recipe, version)
