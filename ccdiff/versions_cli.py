@@ -127,6 +127,10 @@ def cmd_bisect(args) -> int:
         raise SetupError(f"--stack {args.stack}: the oracle has no releases to bisect")
     recipe = target.recipe
     options = ",".join(f"{k}={v}" for k, v in spec.options)
+    if args.invariant is not None:
+        from .invariants import CATALOG
+        if args.invariant not in CATALOG:
+            raise SetupError(f"--invariant {args.invariant!r}: unknown; one of {', '.join(sorted(CATALOG))}")
     if (args.trace is None) == (args.scenario is None):
         raise SetupError("give a TRACE or --scenario NAME (one of them)")
     if args.trace is not None:

@@ -115,5 +115,8 @@ def test_bisect_usage_errors_are_one_line(capsys):
     assert "without a version" in capsys.readouterr().err
     assert main(["bisect", "--scenario", "death-spiral", "--stack", "quiche", "--all"]) == 2
     assert "--pass-below" in capsys.readouterr().err
-    assert main(["bisect", "examples/death-spiral.jsonl", "--stack", "quiche", "--invariant", "x"]) == 2
+    assert main(["bisect", "examples/death-spiral.jsonl", "--stack", "quiche", "--invariant",
+                 "future-recovery-start"]) == 2
     assert "--all" in capsys.readouterr().err
+    assert main(["bisect", "examples/death-spiral.jsonl", "--stack", "quiche", "--invariant", "nosuch", "--all"]) == 2
+    assert "unknown; one of" in capsys.readouterr().err

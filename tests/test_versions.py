@@ -317,3 +317,14 @@ def test_quiche_0_26_1_is_idle_fix_always_on():
     assert {run.snapshots[-1].cwnd for run in result.runs.values()} == {13681}
     with pytest.raises(SetupError, match="always on"):
         replay(trace, ["quiche@0.26.1:idle_fix=off"])
+
+
+def test_bisect_searches_published_supported_releases_without_yanked(fake):
+    from ccdiff.bisect import candidate_releases
+    from ccdiff.stacks import load_recipes
+    for version, yanked in (("0.9.0", False), ("1.0.0", False), ("1.1.0", True), ("1.2.0rc1", False),
+                            ("1.2.0", False), ("1.10.0", False)):
+        fake.publish(version, yanked=yanked)
+    recipe = load_recipes()["fake"]
+    assert candidate_releases(recipe) == ["1.0.0", "1.2.0", "1.10.0"]
+    assert candidate_releases(recipe, include_yanked=True) == ["1.0.0", "1.1.0", "1.2.0", "1.10.0"]
