@@ -94,7 +94,7 @@ def filter_options(label: str, version: str, features: dict, options: tuple) -> 
         if key in by_option:
             name, f = by_option[key]
             if value not in f["accepts"]:
-                raise SetupError(f"{label}: option {key}={value}: this release has the "
+                raise SetupError(f"{label}: option {key}={value}: {label.split('@')[0]} {version} has the "
                                  f"{name.replace('_', ' ')} {f['state']} ({f['evidence']}); "
                                  f"it can only run {key}={'|'.join(f['accepts'])}")
             if f["state"] != "flag":
