@@ -111,8 +111,9 @@ def search(order: list, judge, good: str | None = None, bad: str | None = None) 
         return SearchResult(order[i], None, previous, None, "regression", verdicts,
                             f"still bad at {order[hi]}" if hi == len(order) - 1 else "")
     first_bad = order[lo]
-    note = (f"bad from {first_bad}, the oldest release searched" if lo == 0 else
-            f"bad at {first_bad} (the searched range's start)")
+    note = (f"bad at {first_bad}, the --bad release; older ones not searched" if bad is not None else
+            f"bad from {first_bad}, the oldest release searched" if lo == 0 else
+            f"bad from {first_bad}, the oldest release that could be judged")
     return SearchResult(first_bad, order[i], None, previous, "fix", verdicts, note)
 
 

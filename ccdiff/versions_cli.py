@@ -1,6 +1,7 @@
 """`ccdiff versions STACK` and `ccdiff bisect` (docs/versions.md)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -150,6 +151,10 @@ def cmd_bisect(args) -> int:
                     "invariant": args.invariant}
     if options:
         question["options"] = options
+    if args.json and args.json != "-":         # found out before minutes of builds, not after
+        parent = Path(args.json).parent
+        if not parent.is_dir():
+            raise SetupError(f"--json {args.json}: {parent} is not a folder")
     if args.all == (args.good is not None or args.bad is not None):
         raise SetupError("give --good V --bad V, or --all (the adapter's supported range)")
     if not args.all and (args.good is None or args.bad is None):
@@ -173,10 +178,15 @@ def cmd_bisect(args) -> int:
     started = time.monotonic()
     found = search(order, judge, args.good, args.bad)
     doc = result_document(recipe, question, order, found, judge, time.monotonic() - started)
-    if args.json:
-        from .output import write_json
-        write_json(args.json, doc)
-    print_result(doc)
+    if args.json == "-":
+        print(json.dumps(doc, indent=2))
+        with contextlib.redirect_stdout(sys.stderr):
+            print_result(doc)
+    else:
+        if args.json:
+            from .output import write_json
+            write_json(args.json, doc)
+        print_result(doc)
     return EXIT_OK if found.direction != "none" else EXIT_NONE
 
 
