@@ -60,3 +60,19 @@ def test_hostile_campaign_reports_an_escaping_exception(monkeypatch):
     stats = bench_hostile.python_campaign(0.5)["planted"]
     assert stats["inputs"] > 0 and stats["crashes"]
     assert stats["crashes"][0]["input"] == "1001" and "KeyError" in stats["crashes"][0]["error"]
+
+
+def test_compare_commits_measures_two_trees_in_turns_and_cleans_up():
+    """Smoke form of bench/compare_commits.py: HEAD against this working tree, one round."""
+    before = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
+    done = run("compare_commits.py", "HEAD", "--rounds", "1", "--events", "3000", "--seeds", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0].startswith("| measure (median of 1) | HEAD | working tree |")
+    assert [r.split(" | ")[0] for r in rows[1:]] == [
+        "| oracle alone (events/s)", "| oracle checked (events/s)", "| validate (events/s)",
+        "| conform oracle, 2 scenarios x 1 seeds (CPU s)"]
+    assert all(float(r.split(" | ")[-1].rstrip(" |")) > 0 for r in rows[1:])
+    assert "round 1/1 old" in done.stderr and "round 1/1 new" in done.stderr
+    after = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert after == before                           # the temporary worktree is gone

@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ("quiche", "ngtcp2", "picoquic")
+ADAPTERS = ("quiche", "ngtcp2", "picoquic", "quinn")
 
 
 def services() -> dict:
@@ -27,3 +27,16 @@ def test_every_client_of_the_adapters_sends_the_same_token():
     assert set(clients) >= {"replay", "conformance"}
     for name in clients:
         assert all_services[name]["environment"].get("CCDIFF_SERVE_TOKEN") == token, name
+
+
+def test_every_stack_recipe_has_its_adapter_service_and_remote():
+    """Each implementations/<stack>/ has a compose service built with STACK=<stack>, and the
+    runners reach it through CCDIFF_REMOTE_<STACK>."""
+    from ccdiff.stacks import load_recipes
+    all_services = services()
+    for name in load_recipes():
+        assert name in ADAPTERS, name
+        assert all_services[name]["build"]["args"]["STACK"] == name
+        for client in ("replay", "conformance", "ccdiff"):
+            assert all_services[client]["environment"][f"CCDIFF_REMOTE_{name.upper()}"] == f"{name}:7000"
+            assert name in all_services[client]["depends_on"]

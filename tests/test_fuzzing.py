@@ -451,6 +451,21 @@ def test_quiche_css_epoch_counts_idle_time():
     assert [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots[-8::7]] == [25800, 29400]
 
 
+def test_picoquic_idle_uses_w_cubic_uncapped():
+    """Pins a picoquic bug found by fuzzing under the reachability rules (fails once fixed):
+    a strict trace, the application's idle period declared.  After 17 s idle the first ACK in
+    congestion avoidance sets cwnd to W_cubic(t), t counted from the start of the idle
+    (cubic.c:287-307: the epoch moves only to the last sender-limited time, and no 1.5 x cwnd
+    target caps it).  The oracle, idle time excluded (RFC 9438 §4.2), barely moves."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "picoquic-idle-uncapped-wcubic.jsonl"))
+    assert trace.reachability == "strict"
+    result = replay(trace, ["oracle", "picoquic"])
+    assert [(f.stack, f.invariant) for f in result.violations] == [("picoquic", "ca-growth-bound")]
+    before, after = [s.cwnd for s in result.runs["picoquic"].snapshots[-2:]]
+    assert before == 11759 and after > 1_000_000      # 11,759 -> 1,798,021 bytes
+    assert result.runs["oracle"].snapshots[-1].cwnd < 10_000
+
+
 def test_engine_that_cannot_start_is_a_setup_error(tmp_path, monkeypatch):
     """An engine refusing its environment ends the run with exit 2 and its log, not a silent 0."""
     harness(resolve(QUICHE), "afl")

@@ -133,11 +133,17 @@ PN0 = ("picoquic's loss filter starts at packet number 0 (picoquic_cc_hystart_lo
 PER_FRAME = ("ngtcp2 applies a congestion event and growth per ACK frame "
              "(ngtcp2_cc_cubic_cc_on_ack_recv): two frames are a different input; only documented "
              "deviations move")
+ACKS_FIRST = ("quinn grows on every packet of an ACK frame before that frame's loss detection "
+              "(connection/mod.rs:1503-1556, profile acks-before-losses): split, the frame with "
+              "the largest comes first and reveals the loss, so the reduction starts from a window "
+              "grown by two packets instead of three (10,080 instead of 10,920); only the "
+              "documented trajectory-divergence moves")
 KNOWN_STACK_CHANGES = {
     ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
     ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@6"}, PER_FRAME),
     ("idle-restart.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
     ("quiche-missed-event-then-growth.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@12"}, PER_FRAME),
+    ("death-spiral.jsonl", "quinn"): ({"split-ack@6"}, ACKS_FIRST),
 }
 
 

@@ -14,11 +14,13 @@ from ccdiff.stacks import load_recipes
 
 UPSTREAM = {"quiche": "https://github.com/cloudflare/quiche",
             "ngtcp2": "https://github.com/ngtcp2/ngtcp2",
-            "picoquic": "https://github.com/private-octopus/picoquic"}
+            "picoquic": "https://github.com/private-octopus/picoquic",
+            "quinn": "https://github.com/quinn-rs/quinn"}
 Q26 = "0ed0918d1b68965fe210ec32ae2a55a4f377766a"
 Q30 = "be47c5011215b9f13bad06bd7627d3ae49888a19"
 NG = "f9e9ff01ad2c8116bc09de4f644b0028a61486a6"
 PQ = "c9088724e02f8cab955107cd5b5cd726267c751b"
+QN = "8192ed399a26a6e8f0aba43d10ec8badaa5b905e"   # quinn-proto-0.11.19 .cargo_vcs_info.json
 # The packaged trees' layout (relative to each pin's subdir), enough to resolve the references.
 FAKE_TREES = {
     ("quiche", "0.26.0"): ["src/recovery/congestion/cubic.rs", "src/recovery/congestion/mod.rs",
@@ -64,11 +66,14 @@ def test_pinned_commits_are_the_ones_established():
     assert pins["quiche"]["0.26.0"]["path_in_repo"] == "quiche"
     assert (pins["ngtcp2"]["1.25.0"]["upstream_tag"], pins["ngtcp2"]["1.25.0"]["upstream_commit"]) == ("v1.25.0", NG)
     assert pins["picoquic"]["1.1.53.0"]["upstream_commit"] == PQ
+    assert (pins["quinn"]["0.11.19"]["upstream_commit"], pins["quinn"]["0.11.19"]["path_in_repo"]) == \
+        (QN, "quinn-proto")
 
 
-def test_quiche_commit_is_the_crates_vcs_info():
+@pytest.mark.parametrize("stack", ["quiche", "quinn"])
+def test_crate_commit_is_the_crates_vcs_info(stack):
     """Where the crate is unpacked, its .cargo_vcs_info.json names the same commit and path."""
-    recipe = load_recipes()["quiche"]
+    recipe = load_recipes()[stack]
     checked = 0
     for version, spec in recipe.versions.items():
         info = recipe.build_folder(version) / "src" / spec["subdir"] / ".cargo_vcs_info.json"
@@ -78,7 +83,7 @@ def test_quiche_commit_is_the_crates_vcs_info():
             assert (data["git"]["sha1"], data["path_in_vcs"]) == (pin["upstream_commit"], pin["path_in_repo"])
             checked += 1
     if not checked:
-        pytest.skip("no quiche crate unpacked (ccdiff build quiche)")
+        pytest.skip(f"no {stack} crate unpacked (ccdiff build {stack})")
 
 
 def test_provenance_is_not_a_build_input(tmp_path, monkeypatch):
