@@ -264,7 +264,8 @@ def _explain_failure(recipe: StackRecipe, version: str, log_path: Path) -> None:
     if config is None:
         return
     lines = log_path.read_text(errors="replace").splitlines()
-    reason = next((line for line in lines if "apply.py:" in line and ("anchor" in line or "not found" in line)), None)
+    reason = next((line for line in lines if line.startswith("apply.py:") and
+                   any(word in line for word in ("anchor", "not found", "found 0 times", "not supported"))), None)
     if reason is None:
         errors = [line for line in lines if line.startswith("error[")]
         if errors and version not in recipe.versions:
