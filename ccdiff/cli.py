@@ -160,7 +160,8 @@ def cmd_stacks(args) -> int:
             "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
         if row["stale"] or not row["built"]:
             built += f"{row['stack']}@{row['version']})"
-        table.add_row(row["stack"], row["version"] or "-", built, row["note"])
+        note = row["note"] + (f"\n[cyan]{row['supports']}[/]" if row.get("supports") else "")
+        table.add_row(row["stack"], row["version"] or "-", built, note)
     _console().print(table)
     return EXIT_OK
 
@@ -468,6 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzz_parser(sub)
     from .check_harness import add_parser as add_check_harness_parser
     add_check_harness_parser(sub)
+    from .versions_cli import add_parsers as add_versions_parsers
+    add_versions_parsers(sub)
     return parser
 
 
@@ -704,6 +707,8 @@ def _add_scenarios(sub) -> None:
 # that cannot end (--seeds 10**18).  A numeric option not listed must be finite and >= 0.
 NUMERIC_BOUNDS = {
     ("conform", "seeds"): (1, 100_000),     # by (subcommand, dest) first, then by dest
+    ("bisect", "seeds"): (1, 100_000),
+    ("bisect", "pass_below"): (0, 1),
     "seeds": (0, 100_000),
     "first_seed": (0, 2**32 - 1),
     "seed": (0, 2**32 - 1),
