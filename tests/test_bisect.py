@@ -1,5 +1,5 @@
 """`ccdiff bisect`: the binary search on fake judges (pure functions), and one real bisect
-over quiche releases when they are already built (skipped otherwise: it never builds)."""
+over quiche 0.26.0 and 0.26.1 (built first when missing, tests/conftest.py; the bisect itself builds nothing)."""
 import json
 import math
 import os
@@ -85,8 +85,9 @@ def _built(*versions):
     return all(recipe.library(v).exists() and not is_stale(recipe, v) for v in versions)
 
 
-@pytest.mark.skipif(not _built("0.26.0", "0.26.1"), reason="quiche 0.26.0 and 0.26.1 not built (ccdiff build)")
-def test_real_bisect_names_0_26_1_as_the_death_spiral_fix(tmp_path, capsys, monkeypatch):
+def test_real_bisect_names_0_26_1_as_the_death_spiral_fix(tmp_path, capsys, monkeypatch, quiche_releases):
+    quiche_releases("0.26.0", "0.26.1")
+    assert _built("0.26.0", "0.26.1")
     from ccdiff import registry
     from ccdiff.cli import main
     monkeypatch.setenv("CCDIFF_CRATES_INDEX", (tmp_path / "no-index").as_uri())   # offline: no registry

@@ -303,13 +303,14 @@ def _quiche_built(version):
     return recipe.library(version).exists() and not is_stale(recipe, version)
 
 
-@pytest.mark.skipif(not _quiche_built("0.26.1"), reason="quiche 0.26.1 not built (ccdiff build quiche@0.26.1)")
-def test_quiche_0_26_1_is_idle_fix_always_on():
+def test_quiche_0_26_1_is_idle_fix_always_on(quiche_releases):
     """0.26.1 fixed the death spiral with no switch: the probe says so, idle_fix=off is refused
     (the code cannot run it) and idle_fix=on is the release itself."""
     from ccdiff.replay import replay
     from ccdiff.stacks import features_of, load_recipes
     from ccdiff.trace import load_trace
+    quiche_releases("0.26.1")
+    assert _quiche_built("0.26.1")
     assert features_of(load_recipes()["quiche"], "0.26.1")["idle_fix"]["state"] == "always on"
     trace = load_trace(str(Path(__file__).resolve().parent.parent / "examples" / "death-spiral.jsonl"))
     result = replay(trace, ["quiche@0.26.1", "quiche@0.26.1:idle_fix=on"])
