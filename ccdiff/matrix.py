@@ -13,10 +13,11 @@ from .trace import load_trace
 
 
 def default_specs() -> list:
-    """The oracles and every built stack version, with its Reno alias."""
+    """The oracles and every built default version (stack.toml's pins, checkout builds, what a
+    container serves), each with its Reno alias; releases built by name only when named."""
     specs = []
     for row in available():
-        if row["built"]:
+        if row["built"] and row.get("default", True):
             specs.append(row["stack"] + (f"@{row['version']}" if row["version"] else ""))
     return specs
 

@@ -223,6 +223,10 @@ def available() -> list[dict]:
             versions += sorted(p.name for p in folder.iterdir() if p.name.startswith(("local-", "git-"))
                                and (p / LIBRARY_NAME).exists())     # a checkout build under way: not yet
         for version in versions:
+            # The default run (conform, matrix without --stack) takes the reviewed pins, checkout
+            # builds and what a container serves; other releases built by name (bisect) only
+            # when asked for by name, so `make run` stays the embedded default.
+            default = remote is not None or version in recipe.versions or version.startswith(("local-", "git-"))
             built = version in served if remote is not None else recipe.library(version).exists()
             stale = remote is None and not version.startswith(("local-", "git-")) and is_stale(recipe, version)
             supports = ""
@@ -232,6 +236,6 @@ def available() -> list[dict]:
             names = [recipe.name] + sorted(recipe.aliases)
             for name in names:
                 rows.append({"stack": name, "version": version, "built": built, "stale": stale,
-                             "supports": supports if name == recipe.name else "",
+                             "default": default, "supports": supports if name == recipe.name else "",
                              "note": recipe.aliases.get(name, "") or ", ".join(recipe.options)})
     return rows

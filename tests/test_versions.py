@@ -329,3 +329,19 @@ def test_bisect_searches_published_supported_releases_without_yanked(fake):
     recipe = load_recipes()["fake"]
     assert candidate_releases(recipe) == ["1.0.0", "1.2.0", "1.10.0"]
     assert candidate_releases(recipe, include_yanked=True) == ["1.0.0", "1.1.0", "1.2.0", "1.10.0"]
+
+
+def test_releases_built_by_name_stay_out_of_the_default_run(tmp_path, monkeypatch):
+    """`make run` conforms the reviewed pins; a release bisect built joins only when named."""
+    from ccdiff.matrix import default_specs
+    from ccdiff.stacks import LIBRARY_NAME, available
+    for version in ("0.26.0", "0.24.7"):                 # a pin and a release built by name
+        (tmp_path / "quiche" / version).mkdir(parents=True)
+        (tmp_path / "quiche" / version / LIBRARY_NAME).write_bytes(b"")
+    monkeypatch.setenv("CCDIFF_BUILD_DIR", str(tmp_path))
+    rows = {(r["stack"], r["version"]): r for r in available()}
+    assert rows[("quiche", "0.24.7")]["built"] and not rows[("quiche", "0.24.7")]["default"]
+    assert rows[("quiche", "0.26.0")]["default"]
+    specs = default_specs()
+    assert "quiche@0.26.0" in specs and "quiche-reno@0.26.0" in specs
+    assert not any("0.24.7" in spec for spec in specs)
