@@ -223,10 +223,10 @@ def available() -> list[dict]:
             versions += sorted(p.name for p in folder.iterdir() if p.name.startswith(("local-", "git-"))
                                and (p / LIBRARY_NAME).exists())     # a checkout build under way: not yet
         for version in versions:
-            # The default run (conform, matrix without --stack) takes the reviewed pins, checkout
-            # builds and what a container serves; other releases built by name (bisect) only
-            # when asked for by name, so `make run` stays the embedded default.
-            default = remote is not None or version in recipe.versions or version.startswith(("local-", "git-"))
+            # The default run (conform, matrix without --stack) takes the reviewed pins and
+            # checkout builds, built here or served by a container; other releases built by
+            # name (bisect) only when named, so `make run` stays the embedded default.
+            default = version in recipe.versions or version.startswith(("local-", "git-"))
             built = version in served if remote is not None else recipe.library(version).exists()
             stale = remote is None and not version.startswith(("local-", "git-")) and is_stale(recipe, version)
             supports = ""
