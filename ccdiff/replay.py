@@ -12,17 +12,20 @@ with `oracle`, Reno with `oracle-reno`), which runs hidden if not requested.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 
 from .errors import SetupError
 from .invariants import Checker, Finding, Truth
 from .ledger import ACKED, Ledger
 from .native import AdapterError
 from .profiles import Profile, judge, load_profile
+from .remote import BATCH
 from .status import status_of
 from .stacks import Target, load_recipes, open_controller, resolve
 from .trace import Trace, judge_reachability
 
 REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
+PREFETCH = BATCH   # a remote request's size: the same requests as when the whole run was prefetched
 
 
 @dataclass
@@ -88,13 +91,9 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
     ledger = Ledger(trace.header)
     truths = {True: Truth(), False: Truth(ecn=False)}   # the trace's timeline with / without ECN
     resolved = map(ledger.resolve, trace.stream())
-    if any(hasattr(run.controller, "prefetch") for run in active):
-        # Remote controllers batch the events ahead, and name a crash's event by re-sending
-        # every earlier one (remote.py): they get the whole resolved trace up front.
-        resolved = list(resolved)
-        for run in active:
-            if hasattr(run.controller, "prefetch"):
-                run.controller.prefetch(resolved)
+    remote = [run.controller for run in active if hasattr(run.controller, "prefetch")]
+    if remote:
+        resolved = _prefetched(resolved, remote, lambda: map(Ledger(trace.header).resolve, trace.stream()))
     for index, ev in enumerate(resolved):
         for truth in truths.values():
             truth.update(ev)
@@ -130,6 +129,19 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
     visible = {label: run for label, run in runs.items() if not run.hidden}
     judge_reachability(trace)
     return ReplayResult(trace, visible, findings)
+
+
+def _prefetched(resolved, controllers: list, history):
+    """The resolved events, handed to remote controllers PREFETCH at a time ahead of their
+    steps (they batch requests, remote.py), with history() to re-send every earlier one
+    (how they name a crash's event): the run is never held whole."""
+    while True:
+        chunk = list(islice(resolved, PREFETCH))
+        if not chunk:
+            return
+        for controller in controllers:
+            controller.prefetch(chunk, history)
+        yield from chunk
 
 
 def reachability_fields(trace: Trace) -> dict:
