@@ -43,7 +43,7 @@ def cmd_validate(args) -> int:
     failed = 0
     for path in args.traces:
         try:
-            trace = StreamedTrace(path, keep_lines=False)   # any length, bounded memory
+            trace = StreamedTrace(path)   # any length, bounded memory
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
