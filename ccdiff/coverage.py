@@ -161,7 +161,7 @@ def plan(examples: bool, scenarios: bool, corpus: list[str], seeds: int) -> dict
     if scenarios:
         from .sim.scenario import available_scenarios
         names = [s.name if hasattr(s, "name") else str(s) for s in available_scenarios()]
-        sets["scenarios"] = {"scenarios": names, "seeds": list(range(1, seeds + 1))}
+        sets["scenarios"] = {"scenarios": names, "seeds": list(range(seeds))}
     if corpus:
         traces = []
         for folder in corpus:

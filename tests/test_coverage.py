@@ -1,0 +1,92 @@
+"""`ccdiff coverage` (ccdiff/coverage.py): gcc --coverage build of a C stack's adapter in its
+own folder, line and branch coverage of the controller's own files, uncovered ranges with
+upstream permalinks, exit 2 with one line on bad input.  Runs on ngtcp2 with the two
+example traces only (a few seconds once the coverage build exists)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("gcov") is None,
+                                reason="needs gcc and gcov")
+
+
+def _ccdiff(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "ccdiff", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env or os.environ, timeout=timeout)
+
+
+def _function_lines(path: Path, name: str) -> range:
+    """The lines of one C function definition in an upstream file (its name at column 0
+    after the return type, up to the closing brace at column 0)."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"^\w.*\b{name}\(", line))
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    return range(start + 1, end + 2)
+
+
+@pytest.fixture(scope="module")
+def ngtcp2_examples(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cov")
+    normal = Path(os.environ.get("CCDIFF_BUILD_DIR", ROOT / "build")) / "ngtcp2" / "1.25.0" / "libccdiff_adapter.so"
+    before = normal.stat().st_mtime_ns if normal.exists() else None
+    result = _ccdiff("coverage", "ngtcp2", "--examples", "--json", str(out / "cov.json"), "--out", str(out / "o"))
+    assert result.returncode == 0, result.stderr
+    # the normal build is never the output location
+    assert (normal.stat().st_mtime_ns if normal.exists() else None) == before
+    return json.loads((out / "cov.json").read_text()), result, out
+
+
+def test_reports_the_controller_files_with_numbers(ngtcp2_examples):
+    doc, result, out = ngtcp2_examples
+    assert set(doc["files"]) == {"lib/ngtcp2_cc.c", "lib/ngtcp2_rst.c"}
+    assert doc["specs"] == ["ngtcp2@1.25.0:cc=cubic", "ngtcp2@1.25.0:cc=reno"]
+    total = doc["totals"]["examples"]
+    assert 0 < total["lines_covered"] < total["lines"] and 0 < total["line_pct"] < 100
+    assert 0 < total["branches_covered"] < total["branches"]
+    assert doc["runs"]["examples"]["runs"] == 4 and not doc["runs"]["examples"]["errors"]
+    assert "coverage" in doc["build"] and Path(doc["build"], "libccdiff_adapter.so").exists()
+    assert "lib/ngtcp2_cc.c" in result.stdout and "line% / branch%" in result.stdout
+    assert (out / "o" / "coverage.md").read_text().startswith("# Coverage of ngtcp2")
+
+
+def test_congestion_event_covered_and_reset_uncovered(ngtcp2_examples):
+    doc, _, _ = ngtcp2_examples
+    entry = doc["files"]["lib/ngtcp2_cc.c"]
+    covered, uncovered = set(entry["covered_lines"]), set(entry["uncovered_lines"])
+    src = Path(doc["build"]) / "src" / "ngtcp2-sys-0.2.0" / "deps" / "ngtcp2" / "lib" / "ngtcp2_cc.c"
+    # death-spiral's losses run CUBIC's congestion event: recovery starts, a new epoch
+    text = src.read_text().splitlines()
+    event = _function_lines(src, "ngtcp2_cc_cubic_cc_congestion_event")
+    key = [n for n in event if text[n - 1].strip() in ("cstat->congestion_recovery_start_ts = ts;",
+                                                        "cubic->current.epoch_start = ts;")]
+    assert len(key) == 2 and set(key) <= covered
+    # cc->reset is called by ngtcp2_conn on a path change only: never from a ccdiff trace
+    reset = set(_function_lines(src, "ngtcp2_cc_cubic_cc_reset")) & (covered | uncovered)
+    assert reset and reset <= uncovered
+    ranges = [r for r in entry["uncovered"] if r["function"] == "ngtcp2_cc_cubic_cc_reset"]
+    assert ranges and ranges[0]["url"].startswith(
+        "https://github.com/ngtcp2/ngtcp2/blob/f9e9ff01ad2c8116bc09de4f644b0028a61486a6/lib/ngtcp2_cc.c#L")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["nosuchstack"], "unknown stack"),
+    (["ngtcp2", "--corpus", "/nonexistent-ccdiff-corpus"], "not a folder"),
+    (["ngtcp2", "--scenarios", "--seeds", "0"], "--seeds"),
+    (["oracle"], "oracle"),
+    (["quiche"], "Rust coverage needs"),
+])
+def test_bad_input_exits_2_with_one_line(args, needle):
+    result = _ccdiff("coverage", *args, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
