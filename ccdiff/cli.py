@@ -497,8 +497,6 @@ def _add_coverage(sub) -> None:
 def cmd_coverage(args) -> int:
     from . import coverage
     from .paths import project_root
-    if args.seeds is not None and args.seeds < 1:
-        raise SetupError(f"--seeds {args.seeds}: at least 1")
     if args.seeds is not None and not args.scenarios and (args.examples or args.corpus):
         raise SetupError("--seeds applies to --scenarios")
     chosen = args.examples or args.scenarios or args.corpus
@@ -507,13 +505,17 @@ def cmd_coverage(args) -> int:
                          args.seeds or coverage.DEFAULT_SEEDS)
     doc = coverage.run(args.stack, sets, log=lambda m: print(m, file=sys.stderr, flush=True))
     coverage.print_report(doc)
+    from .output import write_json, write_text_atomic
     if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        write_json(args.json, doc)
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "coverage.json").write_text(json.dumps(doc, indent=1) + "\n")
-        (out / "coverage.md").write_text(coverage.render_markdown(doc))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SetupError(f"--out {out}: cannot create the folder: {exc.strerror or exc}") from None
+        write_json(out / "coverage.json", doc)
+        write_text_atomic(out / "coverage.md", coverage.render_markdown(doc))
     return EXIT_OK
 
 
@@ -750,6 +752,7 @@ def _add_scenarios(sub) -> None:
 # that cannot end (--seeds 10**18).  A numeric option not listed must be finite and >= 0.
 NUMERIC_BOUNDS = {
     ("conform", "seeds"): (1, 100_000),     # by (subcommand, dest) first, then by dest
+    ("coverage", "seeds"): (1, 100_000),
     "seeds": (0, 100_000),
     "first_seed": (0, 2**32 - 1),
     "seed": (0, 2**32 - 1),

@@ -81,7 +81,7 @@ def test_congestion_event_covered_and_reset_uncovered(ngtcp2_examples):
 @pytest.mark.parametrize("args, needle", [
     (["nosuchstack"], "unknown stack"),
     (["ngtcp2", "--corpus", "/nonexistent-ccdiff-corpus"], "not a folder"),
-    (["ngtcp2", "--scenarios", "--seeds", "0"], "--seeds"),
+    (["ngtcp2", "--examples", "--seeds", "2"], "--seeds applies to --scenarios"),
     (["oracle"], "oracle"),
     (["quiche"], "Rust coverage needs"),
 ])
@@ -90,3 +90,33 @@ def test_bad_input_exits_2_with_one_line(args, needle):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
+
+
+def test_seeds_out_of_range_is_a_usage_error():
+    """Numeric bounds are checked by the parser, as for every command (NUMERIC_BOUNDS)."""
+    result = _ccdiff("coverage", "ngtcp2", "--scenarios", "--seeds", "0", timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == \
+        "ccdiff coverage: error: argument --seeds: 0 is out of range (expected between 1 and 100000)"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios" / "coverage").glob("*.toml")), ids=lambda p: p.stem)
+def test_coverage_only_scenarios_give_valid_traces(path):
+    """scenarios/coverage/ is not in the catalog (test_sim walks that): the same check here."""
+    from ccdiff.sim import load_scenario, simulate
+    from ccdiff.trace import parse_trace_text
+    scenario = load_scenario(str(path))
+    scenario = scenario.with_params(bytes=min(scenario.bytes, 1_000_000))
+    result = simulate(scenario, "oracle", 0)
+    trace = parse_trace_text(result.trace_text(), path.stem)
+    assert len(trace.events) == result.metrics["events"] > 0
+    assert result.metrics["completion_us"] is not None
+
+
+def test_coverage_only_scenarios_are_run_and_not_in_the_catalog():
+    from ccdiff import coverage
+    from ccdiff.sim import available_scenarios
+    plan = coverage.plan(False, True, [], 1)["scenarios"]
+    assert "satellite" not in available_scenarios()
+    assert any(name.endswith("scenarios/coverage/satellite.toml") for name in plan["scenarios"])
+    assert plan["seeds"] == [0]
