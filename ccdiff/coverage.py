@@ -13,6 +13,7 @@ the files the adapter links only to satisfy symbols are not.  The Rust stacks ne
 llvm-profdata/llvm-cov of rustc's own LLVM (rust_tools_problem)."""
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
 import os
@@ -364,6 +365,16 @@ def run(spec: str, sets: dict, log=print) -> dict:
         raise SetupError(f"{target.label}: {rust_tools_problem()}")
     if not sets:
         raise SetupError("no input set chosen")
+    folder = coverage_dir() / target.recipe.name / target.version
+    folder.mkdir(parents=True, exist_ok=True)
+    # One coverage run of a stack at a time (parallel pytest workers, two terminals): the
+    # .gcda counters are shared files, cleared between sets.
+    with open(folder.parent / f".{target.version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _run_locked(target, sets, log)
+
+
+def _run_locked(target: Target, sets: dict, log) -> dict:
     build(target, log)
     from . import provenance
     pinned = provenance.pin(target.recipe, target.version)
