@@ -54,7 +54,10 @@ def test_reports_the_controller_files_with_numbers(ngtcp2_examples):
     assert 0 < total["lines_covered"] < total["lines"] and 0 < total["line_pct"] < 100
     assert 0 < total["branches_covered"] < total["branches"]
     assert doc["runs"]["examples"]["runs"] == 4 and not doc["runs"]["examples"]["errors"]
-    assert "coverage" in doc["build"] and Path(doc["build"], "libccdiff_adapter.so").exists()
+    from ccdiff.coverage import coverage_dir
+    from ccdiff.paths import build_dir
+    assert Path(doc["build"]) == coverage_dir() / "ngtcp2" / "1.25.0" != build_dir() / "ngtcp2" / "1.25.0"
+    assert Path(doc["build"], "libccdiff_adapter.so").exists()
     assert "lib/ngtcp2_cc.c" in result.stdout and "line% / branch%" in result.stdout
     assert (out / "o" / "coverage.md").read_text().startswith("# Coverage of ngtcp2")
 
