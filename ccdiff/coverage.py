@@ -437,7 +437,7 @@ def render_markdown(doc: dict) -> str:
 
 def print_report(doc: dict, stream=sys.stdout) -> None:
     sets = list(next(iter(doc["files"].values()))["sets"])
-    width = max(len(rel) for rel in doc["files"]) + 2
+    width = max([len(rel) for rel in doc["files"]] + [len("driven (see NOT_DRIVEN)")]) + 2
     print(f"coverage of {doc['stack']} (controller files; specs {', '.join(doc['specs'])})", file=stream)
     print("file".ljust(width) + "".join(f"{name:>22}" for name in sets), file=stream)
     print(" " * width + "".join(f"{'line% / branch%':>22}" for _ in sets), file=stream)

@@ -123,3 +123,20 @@ def test_coverage_only_scenarios_are_run_and_not_in_the_catalog():
     assert "satellite" not in available_scenarios()
     assert any(name.endswith("scenarios/coverage/satellite.toml") for name in plan["scenarios"])
     assert plan["seeds"] == [0]
+
+
+def test_every_stack_names_its_controller_files():
+    from ccdiff.coverage import CONTROLLER_FILES, NOT_DRIVEN
+    from ccdiff.stacks import load_recipes
+    assert set(CONTROLLER_FILES) == set(load_recipes())
+    assert set(NOT_DRIVEN) <= set(CONTROLLER_FILES)
+
+
+def test_not_driven_functions_exist_and_stay_unrun(ngtcp2_examples):
+    """A NOT_DRIVEN name that matches nothing (a typo, an upstream rename) would silently
+    leave its lines in the driven totals."""
+    from ccdiff.coverage import NOT_DRIVEN
+    doc, _, _ = ngtcp2_examples
+    flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
+    assert flagged == set(NOT_DRIVEN["ngtcp2"])
+    assert doc["driven"]["examples"]["lines"] < doc["totals"]["examples"]["lines"]
