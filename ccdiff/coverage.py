@@ -62,6 +62,8 @@ NOT_DRIVEN = {
 SETS = ("examples", "scenarios", "corpus")
 GCOV_CFLAGS = "--coverage -O0 -fprofile-update=single"
 GCOV_LDFLAGS = "--coverage"
+RUST_FLAGS = "-C instrument-coverage"     # stable rustc: line (region) coverage, no branch counters
+RUST_TARGET = "x86_64-unknown-linux-gnu"
 DEFAULT_SEEDS = 3
 
 
@@ -70,27 +72,28 @@ def coverage_dir() -> Path:
     return Path(env).resolve() if env else build_dir() / "coverage"
 
 
-def rust_tools_problem() -> str:
-    """Why Rust coverage cannot run here (one line), or "" where it could."""
+def _rustc_llvm_major() -> str:
     try:
         out = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        return "no rustc on PATH"
+        raise SetupError("no rustc on PATH: the Rust stacks cannot be built") from None
     match = re.search(r"^LLVM version: (\d+)", out, re.M)
-    major = match.group(1) if match else "?"
-    have = []
-    for name in ("llvm-profdata", "llvm-cov"):
-        found = shutil.which(f"{name}-{major}") or _rustup_tool(name)
-        if found is None:
-            have.append(name)
-    if have:
-        return (f"Rust coverage needs llvm-profdata and llvm-cov of rustc's LLVM {major} "
-                f"(-C instrument-coverage writes LLVM {major} profiles); this machine has "
-                f"{_installed_llvm()}, which cannot read them, and rustup's llvm-tools component "
-                "cannot be installed without its download server; the C stacks (ngtcp2, picoquic) "
-                "are covered")
-    return ("Rust coverage (-C instrument-coverage) is not implemented yet although LLVM "
-            f"{major}'s tools are present; the C stacks (ngtcp2, picoquic) are covered")
+    if not match:
+        raise SetupError("rustc -vV names no LLVM version")
+    return match.group(1)
+
+
+def rust_tools() -> tuple[str, str]:
+    """llvm-profdata and llvm-cov of rustc's own LLVM major version (-C instrument-coverage
+    writes that version's profile format; other versions cannot read it)."""
+    major = _rustc_llvm_major()
+    found = [shutil.which(f"{name}-{major}") or _rustup_tool(name) for name in ("llvm-profdata", "llvm-cov")]
+    if None in found:
+        raise SetupError(f"Rust coverage needs llvm-profdata and llvm-cov of rustc's LLVM {major} "
+                         f"(-C instrument-coverage writes LLVM {major} profiles); this machine has "
+                         f"{_installed_llvm()}, which cannot read them: apt-get install llvm-{major} "
+                         "(Debian bookworm-security) or rustup component add llvm-tools")
+    return found[0], found[1]
 
 
 def _rustup_tool(name: str) -> str | None:
@@ -116,8 +119,9 @@ def build(target: Target, log=None) -> Path:
     out = coverage_dir() / recipe.name / version
     library = out / LIBRARY_NAME
     info_path = out / "build-info.json"
-    made_of = {"recipe": recipe_digest(recipe), "cflags": GCOV_CFLAGS, "sha256": pin["sha256"],
-               "coverage": True}
+    rust = recipe.language == "rust"
+    made_of = {"recipe": recipe_digest(recipe), "sha256": pin["sha256"], "coverage": True,
+               **({"rustflags": RUST_FLAGS} if rust else {"cflags": GCOV_CFLAGS})}
     try:
         info = json.loads(info_path.read_text())
     except (OSError, ValueError):
@@ -127,7 +131,8 @@ def build(target: Target, log=None) -> Path:
     if out.resolve() == recipe.build_folder(version).resolve():
         raise SetupError(f"the coverage folder {out} is the normal build's: set CCDIFF_COVERAGE_BUILD_DIR")
     if log:
-        log(f"building {target.recipe.name}@{version} with gcc --coverage into {out}")
+        how = RUST_FLAGS if rust else "gcc --coverage"
+        log(f"building {target.recipe.name}@{version} with {how} into {out}")
     src = out / "src"
     if not (src / ".unpacked").exists() or (src / ".unpacked").read_text().strip() != pin["sha256"]:
         unpack(fetch(pin["url"], pin["sha256"]), src)
@@ -135,7 +140,11 @@ def build(target: Target, log=None) -> Path:
     for old in out.glob("**/*.gc[dn][ao]"):
         old.unlink()
     env = dict(os.environ, CCDIFF_INCLUDE=str(implementations_dir() / "include"), CCDIFF_STACK_VERSION=version,
-               CCDIFF_SANITIZE="0", CC="gcc", CCDIFF_EXTRA_CFLAGS=GCOV_CFLAGS, CCDIFF_EXTRA_LDFLAGS=GCOV_LDFLAGS)
+               CCDIFF_SANITIZE="0")
+    if rust:   # naming the target keeps the flags off build scripts and proc macros (as the fuzz builds)
+        env.update(RUSTFLAGS=RUST_FLAGS, CARGO_BUILD_TARGET=RUST_TARGET)
+    else:
+        env.update(CC="gcc", CCDIFF_EXTRA_CFLAGS=GCOV_CFLAGS, CCDIFF_EXTRA_LDFLAGS=GCOV_LDFLAGS)
     build_log = out / "build.log"
     with open(build_log, "w") as fh:
         result = subprocess.run(["bash", str(recipe.folder / "build.sh"), str(src / pin.get("subdir", "")), str(out)],
@@ -202,6 +211,8 @@ def _run_set(target: Target, inputs: dict, specs: list[str]) -> dict:
     """Run one set in a child process against the coverage build; returns its tally."""
     env = dict(os.environ, CCDIFF_BUILD_DIR=str(coverage_dir()), CCDIFF_HOME=str(project_root()))
     env.pop("CCDIFF_REMOTE", None)
+    if target.recipe.language == "rust":
+        env["LLVM_PROFILE_FILE"] = str(_folder(target) / "profraw" / "%p-%m.profraw")
     job = json.dumps({"inputs": inputs, "specs": specs})
     result = subprocess.run([sys.executable, "-m", "ccdiff.coverage", job], env=env, capture_output=True,
                             text=True, cwd=str(project_root()))
@@ -295,9 +306,130 @@ def _gcov(target: Target) -> dict:
     return files
 
 
+def _folder(target: Target) -> Path:
+    return coverage_dir() / target.recipe.name / target.version
+
+
 def _clear_counters(target: Target) -> None:
-    for old in (coverage_dir() / target.recipe.name / target.version).glob("**/*.gcda"):
-        old.unlink()
+    for pattern in ("**/*.gcda", "profraw/*.profraw"):
+        for old in _folder(target).glob(pattern):
+            old.unlink()
+
+
+def _collect(target: Target) -> dict:
+    return _llvm_cov(target) if target.recipe.language == "rust" else _gcov(target)
+
+
+def _llvm_cov(target: Target) -> dict:
+    """The same shape as _gcov, from -C instrument-coverage profiles: llvm-profdata merge,
+    then llvm-cov export -format=lcov (DA lines; BRDA only where rustc emitted branch
+    counters, which stable rustc does not).  Lines are mapped back from the patched copy
+    build.sh compiles (work/tree/upstream/) to the pinned upstream file."""
+    profdata_tool, cov_tool = rust_tools()
+    out = _folder(target)
+    raws = sorted((out / "profraw").glob("*.profraw"))
+    if not raws:
+        raise SetupError(f"{target.label}: no .profraw written in {out / 'profraw'}: nothing ran")
+    merged = out / "merged.profdata"
+    for cmd in ([profdata_tool, "merge", "-sparse", *map(str, raws), "-o", str(merged)],):
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SetupError(f"llvm-profdata merge failed: {result.stderr.strip().splitlines()[-1:]}")
+    result = subprocess.run([cov_tool, "export", "-format=lcov", "-instr-profile", str(merged),
+                             str(out / LIBRARY_NAME)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SetupError(f"llvm-cov export failed: {result.stderr.strip().splitlines()[-1:]}")
+    tree = (out / "work" / "tree" / "upstream").resolve()
+    wanted = set(CONTROLLER_FILES[target.recipe.name])
+    root = source_root(target).resolve()
+    files: dict = {}
+    current, rel, functions = None, None, []
+    for line in result.stdout.splitlines():
+        if line.startswith("SF:"):
+            path = Path(line[3:]).resolve()
+            rel = None
+            try:
+                rel = str(path.relative_to(tree))
+            except ValueError:
+                pass
+            current = None
+            if rel in wanted:
+                current = files.setdefault(rel, {})
+                functions = []
+                mapping = _line_map(path, root / rel)
+        elif current is None:
+            continue
+        elif line.startswith("FN:"):
+            start, _, name = line[3:].partition(",")
+            functions.append((int(start), name))
+        elif line.startswith("DA:"):
+            n, count = (int(x) for x in line[3:].split(",")[:2])
+            up = mapping.get(n)
+            if up is None:
+                continue                      # a line build.sh's patch added
+            fn = max((f for f in functions if f[0] <= n), default=(0, ""))[1]
+            old = current.get(up)
+            current[up] = [count + (old[0] if old else 0), old[1] if old else [], fn]
+        elif line.startswith("BRDA:"):
+            n, _, _, taken = line[5:].split(",")
+            up = mapping.get(int(n))
+            if up is not None and up in current:
+                current[up][1].append(0 if taken == "-" else int(taken))
+        elif line == "end_of_record":
+            current = None
+    missing = wanted - set(files)
+    if missing:
+        raise SetupError(f"{target.label}: llvm-cov reported nothing for {', '.join(sorted(missing))}")
+    names = _demangle_all({v[2] for lines in files.values() for v in lines.values()}, cov_tool)
+    for lines in files.values():
+        for v in lines.values():
+            v[2] = names.get(v[2], v[2])
+    return files
+
+
+def _demangle_all(names: set, cov_tool: str) -> dict:
+    """Rust symbol names (v0 or legacy) demangled by the llvm-cxxfilt beside llvm-cov."""
+    names = sorted(n for n in names if n)
+    tool = shutil.which(Path(cov_tool).name.replace("llvm-cov", "llvm-cxxfilt")) or \
+        str(Path(cov_tool).with_name(Path(cov_tool).name.replace("llvm-cov", "llvm-cxxfilt")))
+    try:
+        out = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return {n: _demangle(n) for n in names}
+    return {n: re.sub(r"::h[0-9a-f]{16}$", "", d) for n, d in zip(names, out)} if len(out) == len(names) else {}
+
+
+def _line_map(patched: Path, upstream: Path) -> dict:
+    """patched line number -> upstream line number, for the lines both have."""
+    import difflib
+    a = patched.read_text(errors="replace").splitlines()
+    b = upstream.read_text(errors="replace").splitlines()
+    mapping = {}
+    for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
+        for k in range(block.size):
+            mapping[block.a + k + 1] = block.b + k + 1
+    return mapping
+
+
+def _demangle(name: str) -> str:
+    """Rust legacy mangling (_ZN...17h<hash>E) to a::b::c; other names as they are."""
+    if not name.startswith("_ZN"):
+        return name
+    parts, i = [], 3
+    while i < len(name) and name[i].isdigit():
+        j = i
+        while name[j].isdigit():
+            j += 1
+        size = int(name[i:j])
+        parts.append(name[j:j + size])
+        i = j + size
+    if parts and re.fullmatch(r"h[0-9a-f]{16}", parts[-1]):
+        parts.pop()
+    text = "::".join(parts)
+    for code, char in (("$LT$", "<"), ("$GT$", ">"), ("$u20$", " "), ("$C$", ","), ("..", "::"), ("$RF$", "&")):
+        text = text.replace(code, char)
+    return text
 
 
 def _union(tallies: list[dict]) -> dict:
@@ -323,8 +455,8 @@ def summarize(lines: dict) -> dict:
             "branches": branches, "branches_covered": taken, "branch_pct": _pct(taken, branches)}
 
 
-def _pct(a: int, b: int) -> float:
-    return round(100.0 * a / b, 1) if b else 100.0
+def _pct(a: int, b: int) -> float | None:
+    return round(100.0 * a / b, 1) if b else None     # None: no branch counters (stable Rust)
 
 
 def uncovered_ranges(lines: dict) -> list[dict]:
@@ -362,7 +494,7 @@ def run(spec: str, sets: dict, log=print) -> dict:
     if target.recipe.name not in CONTROLLER_FILES:
         raise SetupError(f"{target.recipe.name}: no controller files known for coverage")
     if target.recipe.language == "rust":
-        raise SetupError(f"{target.label}: {rust_tools_problem()}")
+        rust_tools()          # before a build of minutes that could not be read
     if not sets:
         raise SetupError("no input set chosen")
     folder = coverage_dir() / target.recipe.name / target.version
@@ -384,7 +516,7 @@ def _run_locked(target: Target, sets: dict, log) -> dict:
         _clear_counters(target)
         log(f"running {name} through {', '.join(specs)} (coverage build)")
         runs[name] = _run_set(target, inputs, specs)
-        per_set[name] = _gcov(target)
+        per_set[name] = _collect(target)
     _clear_counters(target)
     if len(per_set) > 1:
         per_set["all"] = _union(list(per_set.values()))
@@ -420,12 +552,12 @@ def render_markdown(doc: dict) -> str:
            "| file | set | lines | line % | branches | branch % |", "|---|---|---|---|---|---|"]
     for rel, entry in doc["files"].items():
         for name, s in entry["sets"].items():
-            out.append(f"| {rel} | {name} | {s['lines_covered']}/{s['lines']} | {s['line_pct']} | "
-                       f"{s['branches_covered']}/{s['branches']} | {s['branch_pct']} |")
+            out.append(f"| {rel} | {name} | {s['lines_covered']}/{s['lines']} | {_fmt(s['line_pct'])} | "
+                       f"{s['branches_covered']}/{s['branches']} | {_fmt(s['branch_pct'])} |")
     for label, key in (("**total**", "totals"), ("**driven** (NOT_DRIVEN functions left out)", "driven")):
         for name, s in doc[key].items():
-            out.append(f"| {label} | {name} | {s['lines_covered']}/{s['lines']} | {s['line_pct']} | "
-                       f"{s['branches_covered']}/{s['branches']} | {s['branch_pct']} |")
+            out.append(f"| {label} | {name} | {s['lines_covered']}/{s['lines']} | {_fmt(s['line_pct'])} | "
+                       f"{s['branches_covered']}/{s['branches']} | {_fmt(s['branch_pct'])} |")
     out += ["", "## Lines never run", ""]
     for rel, entry in doc["files"].items():
         for r in entry["uncovered"]:
@@ -433,6 +565,10 @@ def render_markdown(doc: dict) -> str:
             why = f": not driven, {r['not_driven']}" if r.get("not_driven") else ""
             out.append(f"- [{rel}:{span}]({r['url']}) in `{r['function']}` ({r['lines']} lines){why}")
     return "\n".join(out) + "\n"
+
+
+def _fmt(pct) -> str:
+    return "n/a" if pct is None else f"{pct:.1f}"
 
 
 def print_report(doc: dict, stream=sys.stdout) -> None:
@@ -444,7 +580,7 @@ def print_report(doc: dict, stream=sys.stdout) -> None:
     rows = [(rel, e["sets"]) for rel, e in doc["files"].items()] + [("total", doc["totals"]),
                                                                      ("driven (see NOT_DRIVEN)", doc["driven"])]
     for rel, by in rows:
-        cells = "".join(f"{by[n]['line_pct']:>10.1f} / {by[n]['branch_pct']:<9.1f}" for n in sets)
+        cells = "".join(f"{_fmt(by[n]['line_pct']):>10} / {_fmt(by[n]['branch_pct']):<9}" for n in sets)
         print(rel.ljust(width) + cells, file=stream)
     for name, tally in doc["runs"].items():
         print(f"{name}: {tally['runs']} runs" + (f", {len(tally['errors'])} errors (first: {tally['errors'][0]})"
