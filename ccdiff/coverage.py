@@ -58,6 +58,30 @@ NOT_DRIVEN = {
         "picoquic_cc_get_lowest_not_ack": "called by other picoquic controllers (not cubic.c or newreno.c)",
         "picoquic_cc_get_ack_sent_time": "called only on newreno.c's multipath branch; ccdiff drives one path",
     },
+    "quiche": {
+        "quiche::recovery::congestion::cubic::debug_fmt": "Debug formatting (logging), no part of the control loop",
+        "quiche::recovery::congestion::reno::debug_fmt": "Debug formatting (logging), no part of the control loop",
+        "<quiche::recovery::congestion::hystart::Hystart as core::fmt::Debug>::fmt": "Debug formatting (logging), no part of the control loop",
+        "<quiche::recovery::congestion::SsThresh>::startup_exit": "startup-exit statistics for quiche's path stats API; the adapter reads the state itself",
+        "<quiche::recovery::congestion::Congestion>::delivery_rate": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
+        "<quiche::recovery::congestion::Congestion>::send_quantum": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
+        "<quiche::recovery::congestion::Congestion>::congestion_window": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
+    },
+    "quinn": {
+        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::on_mtu_update": "path MTU discovery, which ccdiff does not drive (fixed datagram size)",
+        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::on_mtu_update": "path MTU discovery, which ccdiff does not drive (fixed datagram size)",
+        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
+        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
+        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::into_any": "trait plumbing of quinn's connection, not called by the adapter",
+        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::into_any": "trait plumbing of quinn's connection, not called by the adapter",
+        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::initial_window": "asked by quinn's connection; the adapter sets the initial window through the config",
+        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::initial_window": "asked by quinn's connection; the adapter sets the initial window through the config",
+        "<quinn_proto::congestion::cubic::CubicConfig>::initial_window": "config builder setters, not called by the adapter (defaults)",
+        "<quinn_proto::congestion::new_reno::NewRenoConfig>::initial_window": "config builder setters, not called by the adapter (defaults)",
+        "<quinn_proto::congestion::new_reno::NewRenoConfig>::loss_reduction_factor": "config builder setters, not called by the adapter (defaults)",
+        "<quinn_proto::congestion::cubic::CubicConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
+        "<quinn_proto::congestion::new_reno::NewRenoConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
+    },
 }
 SETS = ("examples", "scenarios", "corpus")
 GCOV_CFLAGS = "--coverage -O0 -fprofile-update=single"

@@ -86,13 +86,22 @@ def test_congestion_event_covered_and_reset_uncovered(ngtcp2_examples):
     (["ngtcp2", "--corpus", "/nonexistent-ccdiff-corpus"], "not a folder"),
     (["ngtcp2", "--examples", "--seeds", "2"], "--seeds applies to --scenarios"),
     (["oracle"], "oracle"),
-    (["quiche"], "Rust coverage needs"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
     result = _ccdiff("coverage", *args, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
+
+
+def test_rust_without_matching_llvm_tools_is_one_clear_error(monkeypatch):
+    from ccdiff import coverage
+    from ccdiff.errors import SetupError
+    monkeypatch.setattr(coverage.shutil, "which", lambda name: None)
+    monkeypatch.setattr(coverage, "_rustup_tool", lambda name: None)
+    with pytest.raises(SetupError, match=r"Rust coverage needs llvm-profdata and llvm-cov of rustc's LLVM \d+.*"
+                                         r"apt-get install llvm-\d+"):
+        coverage.rust_tools()
 
 
 def test_seeds_out_of_range_is_a_usage_error():
@@ -140,3 +149,33 @@ def test_not_driven_functions_exist_and_stay_unrun(ngtcp2_examples):
     flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
     assert flagged == set(NOT_DRIVEN["ngtcp2"])
     assert doc["driven"]["examples"]["lines"] < doc["totals"]["examples"]["lines"]
+
+
+def _rust_tools_present() -> bool:
+    from ccdiff.coverage import rust_tools
+    from ccdiff.errors import SetupError
+    try:
+        rust_tools()
+        return True
+    except SetupError:
+        return False
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None or not _rust_tools_present(),
+                    reason="needs cargo and llvm-profdata/llvm-cov of rustc's LLVM (setup/debian-packages.txt)")
+def test_rust_stack_line_coverage(tmp_path):
+    """quinn through -C instrument-coverage: its congestion event runs on the examples, path MTU
+    updates are not driven, and stable rustc gives no branch counters (n/a, not 100%)."""
+    result = _ccdiff("coverage", "quinn", "--examples", "--json", str(tmp_path / "q.json"), timeout=600)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((tmp_path / "q.json").read_text())
+    assert set(doc["files"]) == {"src/congestion/cubic.rs", "src/congestion/new_reno.rs"}
+    entry = doc["files"]["src/congestion/cubic.rs"]
+    src = next(Path(doc["build"], "src").glob("*/src/congestion/cubic.rs")).read_text().splitlines()
+    event = next(n for n, line in enumerate(src, 1) if "fn on_congestion_event(" in line)
+    key = [n for n in range(event, event + 40) if src[n - 1].strip() in
+           ("self.recovery_start_time = Some(now);", "self.window = self.ssthresh;")]
+    assert len(key) == 2 and set(key) <= set(entry["covered_lines"])
+    mtu = [r for r in entry["uncovered"] if r["function"].endswith("::on_mtu_update")]
+    assert mtu and mtu[0]["not_driven"] and "src/congestion/cubic.rs#L" in mtu[0]["url"]
+    assert doc["totals"]["examples"]["branch_pct"] is None and "n/a" in result.stdout
