@@ -473,17 +473,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_coverage(sub) -> None:
     p = add_command(sub, "coverage", summary="line and branch coverage of a stack's controller files",
-                    description="Build the stack's adapter with gcc --coverage into its own folder "
+                    description="Build the stack's adapter with coverage instrumentation into its own folder "
                                 "(build/coverage/<stack>/<version>/, never the normal build), run the "
                                 "chosen inputs through it (default: the examples, the stored reproducers "
                                 "fuzz/reproducers/ and every scenario x 3 seeds) and report line and branch "
                                 "coverage of the controller's own files per input set, with every line "
-                                "never run as an upstream permalink (docs/coverage.md). C stacks only: "
-                                "the Rust stacks need llvm tools of rustc's LLVM version.",
+                                "never run as an upstream permalink (docs/coverage.md). C stacks: gcc --coverage "
+                                "and gcov, lines and branches; Rust stacks: -C instrument-coverage and "
+                                "llvm-profdata/llvm-cov of rustc's LLVM version, lines only.",
                     examples=["ccdiff coverage ngtcp2",
                               "ccdiff coverage picoquic --examples --json picoquic-coverage.json",
                               "ccdiff coverage ngtcp2 --scenarios --seeds 1 --out reports/coverage-ngtcp2"])
-    p.add_argument("stack", metavar="STACK", help="a C stack: ngtcp2, picoquic (name[@version])")
+    p.add_argument("stack", metavar="STACK", help="ngtcp2, picoquic, quiche or quinn (name[@version])")
     p.add_argument("--examples", action="store_true", help="run examples/*.jsonl")
     p.add_argument("--scenarios", action="store_true", help="run every scenario in the closed loop")
     p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per scenario (default 3)")

@@ -9,8 +9,9 @@ is that coverage folder, so every command opens the instrumented library; the
 and cleared before the next set.  "all" is the union of the sets.
 
 Only the controller's own files are reported (CONTROLLER_FILES); the adapter and
-the files the adapter links only to satisfy symbols are not.  The Rust stacks need
-llvm-profdata/llvm-cov of rustc's own LLVM (rust_tools_problem)."""
+the files the adapter links only to satisfy symbols are not.  The Rust stacks build with
+-C instrument-coverage and are read with llvm-profdata/llvm-cov of rustc's own LLVM
+major version (rust_tools); stable rustc gives lines, no branch counters."""
 from __future__ import annotations
 
 import fcntl
