@@ -490,6 +490,9 @@ def _add_coverage(sub) -> None:
     p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per scenario (default 3)")
     p.add_argument("--corpus", action="append", metavar="DIR",
                    help="a folder of .jsonl/.bin traces, repeatable (default set: fuzz/reproducers/)")
+    p.add_argument("--all-options", action="store_true",
+                   help="also run every other value of the stack's other options (quiche idle_fix, hystart, "
+                        "app_limited; quinn mtu), one at a time; default: each cc= value with defaults")
     p.add_argument("--out", metavar="DIR", help="write coverage.json and coverage.md there")
     p.add_argument("--json", metavar="FILE", help="write the full result as JSON")
     p.set_defaults(func=cmd_coverage)
@@ -504,7 +507,8 @@ def cmd_coverage(args) -> int:
     corpus = args.corpus if args.corpus else ([] if chosen else [str(project_root() / "fuzz" / "reproducers")])
     sets = coverage.plan(args.examples or not chosen, args.scenarios or not chosen, corpus,
                          args.seeds or coverage.DEFAULT_SEEDS)
-    doc = coverage.run(args.stack, sets, log=lambda m: print(m, file=sys.stderr, flush=True))
+    doc = coverage.run(args.stack, sets, log=lambda m: print(m, file=sys.stderr, flush=True),
+                       all_options=args.all_options)
     coverage.print_report(doc)
     from .output import write_json, write_text_atomic
     if args.json:

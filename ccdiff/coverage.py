@@ -69,8 +69,6 @@ NOT_DRIVEN = {
         "<quiche::recovery::congestion::Congestion>::congestion_window": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
     },
     "quinn": {
-        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::on_mtu_update": "path MTU discovery, which ccdiff does not drive (fixed datagram size)",
-        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::on_mtu_update": "path MTU discovery, which ccdiff does not drive (fixed datagram size)",
         "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
         "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
         "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::into_any": "trait plumbing of quinn's connection, not called by the adapter",
@@ -191,16 +189,20 @@ def source_root(target: Target) -> Path:
 # ---------------------------------------------------------------- inputs
 
 
-def variants(target: Target) -> list[str]:
+def variants(target: Target, all_options: bool = False) -> list[str]:
     """One spec per congestion controller the stack offers (cc=cubic|reno ...): the
-    controller files hold both, and ccdiff drives both."""
+    controller files hold both, and ccdiff drives both.  all_options: also every other
+    value of every other option (stack.toml `options`, first value = the default), one at a
+    time, with each controller."""
     base = f"{target.recipe.name}@{target.version}"
-    specs = []
-    for option in target.recipe.options:
-        key, _, values = option.partition("=")
-        if key == "cc":
-            specs += [f"{base}:cc={v}" for v in values.split("|")]
-    return specs or [base]
+    options = [(o.partition("=")[0], o.partition("=")[2].split("|")) for o in target.recipe.options]
+    ccs = next((values for key, values in options if key == "cc"), [])
+    specs = [f"{base}:cc={v}" for v in ccs] or [base]
+    if all_options:
+        for cc in ccs or [None]:
+            first = f"cc={cc}," if cc else ""
+            specs += [f"{base}:{first}{key}={v}" for key, values in options if key != "cc" for v in values[1:]]
+    return specs
 
 
 def default_traces(folder: Path) -> list[str]:
@@ -512,7 +514,7 @@ def partial_branches(lines: dict) -> list[dict]:
 # ---------------------------------------------------------------- command
 
 
-def run(spec: str, sets: dict, log=print) -> dict:
+def run(spec: str, sets: dict, log=print, all_options: bool = False) -> dict:
     target = resolve(spec)
     if target.kind != "native":
         raise SetupError(f"{spec}: coverage measures a stack's own code; the oracle is Python")
@@ -528,14 +530,14 @@ def run(spec: str, sets: dict, log=print) -> dict:
     # .gcda counters are shared files, cleared between sets.
     with open(folder.parent / f".{target.version}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _run_locked(target, sets, log)
+        return _run_locked(target, sets, log, all_options)
 
 
-def _run_locked(target: Target, sets: dict, log) -> dict:
+def _run_locked(target: Target, sets: dict, log, all_options: bool) -> dict:
     build(target, log)
     from . import provenance
     pinned = provenance.pin(target.recipe, target.version)
-    specs = variants(target)
+    specs = variants(target, all_options)
     per_set, runs = {}, {}
     for name, inputs in sets.items():
         _clear_counters(target)

@@ -165,7 +165,7 @@ def _rust_tools_present() -> bool:
                     reason="needs cargo and llvm-profdata/llvm-cov of rustc's LLVM (setup/debian-packages.txt)")
 def test_rust_stack_line_coverage(tmp_path):
     """quinn through -C instrument-coverage: its congestion event runs on the examples, path MTU
-    updates are not driven, and stable rustc gives no branch counters (n/a, not 100%)."""
+    updates only with --all-options, and stable rustc gives no branch counters (n/a, not 100%)."""
     result = _ccdiff("coverage", "quinn", "--examples", "--json", str(tmp_path / "q.json"), timeout=600)
     assert result.returncode == 0, result.stderr
     doc = json.loads((tmp_path / "q.json").read_text())
@@ -177,5 +177,18 @@ def test_rust_stack_line_coverage(tmp_path):
            ("self.recovery_start_time = Some(now);", "self.window = self.ssthresh;")]
     assert len(key) == 2 and set(key) <= set(entry["covered_lines"])
     mtu = [r for r in entry["uncovered"] if r["function"].endswith("::on_mtu_update")]
-    assert mtu and mtu[0]["not_driven"] and "src/congestion/cubic.rs#L" in mtu[0]["url"]
+    assert mtu and not mtu[0]["not_driven"] and "src/congestion/cubic.rs#L" in mtu[0]["url"]
     assert doc["totals"]["examples"]["branch_pct"] is None and "n/a" in result.stdout
+    # path MTU discovery is the adapter's mtu=discovered option on a trace whose datagrams
+    # are larger than quinn's initial 1200: --all-options runs it
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    sim = _ccdiff("sim", str(ROOT / "scenarios" / "coverage" / "large-datagrams.toml"), "--set", "bytes=200000",
+                  "--no-controls", "--trace", str(corpus / "large.jsonl"), timeout=120)
+    assert sim.returncode == 0, sim.stderr
+    more = _ccdiff("coverage", "quinn", "--corpus", str(corpus), "--all-options", "--json", str(tmp_path / "all.json"),
+                   timeout=600)
+    assert more.returncode == 0, more.stderr
+    doc = json.loads((tmp_path / "all.json").read_text())
+    assert "quinn@0.11.19:cc=reno,mtu=discovered" in doc["specs"]
+    assert not any(r["function"].endswith("::on_mtu_update") for e in doc["files"].values() for r in e["uncovered"])
