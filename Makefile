@@ -32,7 +32,7 @@ conform: setup    ## the nightly: every scenario x every built stack x 100 seeds
 test: setup-test  ## the test suite
 	$(PYTHON) -m pytest -q -n 2
 
-bench: setup-test ## the benchmark suite, one table (not part of the tests; ~10 min)
+bench: setup-test ## the benchmark suite, one table (not part of the tests; ~45 min: 10M-event memory runs)
 	$(PYTHON) bench/run_all.py
 
 clean:

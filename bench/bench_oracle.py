@@ -27,25 +27,35 @@ MDS = 1200
 
 def make_stream(n_events: int, seed: int = 1) -> list:
     """ACK-clocked bulk flow, ~0.5% random loss, idle gaps now and then: every code path."""
+    return list(iter_stream(n_events, seed))
+
+
+def iter_stream(n_events: int, seed: int = 1):
+    """make_stream's events one by one (bench_memory writes 10 M of them to a file)."""
     rng = random.Random(seed)
-    events, outstanding, pn, now = [], [], 0, 0
-    while len(events) < n_events:
+    outstanding, pn, now, count = [], 0, 0, 0
+    while True:
+        batch_events = []
         for _ in range(rng.randint(1, 4)):
-            events.append(Sent(now, pn, MDS))
+            batch_events.append(Sent(now, pn, MDS))
             outstanding.append(pn)
             pn += 1
         now += 10_000 + rng.randint(0, 500)
         batch, outstanding = outstanding[:2], outstanding[2:]
         if rng.random() < 0.005 and len(batch) == 2:
-            events.append(Lost(now, (batch[0],)))
+            batch_events.append(Lost(now, (batch[0],)))
             batch = batch[1:]
-        events.append(Ack(now, tuple(batch)))
+        batch_events.append(Ack(now, tuple(batch)))
         if rng.random() < 0.002:
             for lone in outstanding:
-                events.append(Ack(now + 10_000, (lone,)))
+                batch_events.append(Ack(now + 10_000, (lone,)))
             outstanding = []
             now += rng.randint(100_000, 3_000_000)
-    return events[:n_events]
+        for ev in batch_events:
+            if count == n_events:
+                return
+            count += 1
+            yield ev
 
 
 def measure(events, check: bool) -> float:

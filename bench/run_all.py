@@ -13,6 +13,9 @@ Parts (each the function of its own script, imported, not copied):
   conform    bench_conform.measure: wall time of `ccdiff conform --scenarios
              death-spiral --seeds 100` vs the simulated (real-time) duration of
              its runs, and the peak RSS of its main and worker processes
+  memory     bench_memory.measure: peak RSS of `ccdiff validate`, `replay --stack
+             oracle` and `matrix` (every built stack) on generated traces of 1 M
+             and 10 M events (goal: each < 500 MB)
 
 --quick is a smoke form of about a minute (tiny streams, one fuzz stack, one
 second per engine, one seed): it proves every part runs, its figures mean
@@ -30,6 +33,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,9 +45,10 @@ sys.path.insert(0, str(HERE))
 import bench_adapters  # noqa: E402
 import bench_conform   # noqa: E402
 import bench_fuzz      # noqa: E402
+import bench_memory    # noqa: E402
 import bench_oracle    # noqa: E402
 
-PARTS = ("oracle", "adapters", "fuzz", "ttf", "conform")
+PARTS = ("oracle", "adapters", "fuzz", "ttf", "conform", "memory")
 CLOUDFLARE_S_PER_RUN = 10   # their real-time death-spiral test: one 10 MB download, ~10 s per run
 
 
@@ -52,11 +57,11 @@ def settings(args) -> dict:
     if args.quick:
         return {"oracle_events": 20_000, "adapter_rows": bench_adapters.ROWS[1:], "adapter_events": 20_000,
                 "python_events": 2_000, "reps": 1, "fuzz_stacks": ["quiche@0.26.0"], "fuzz_seconds": 1,
-                "runs": 1, "cap": 120, "seeds": 1, "report": False}
+                "runs": 1, "cap": 120, "seeds": 1, "report": False, "memory_events": [20_000]}
     return {"oracle_events": 1_000_000, "adapter_rows": bench_adapters.ROWS, "adapter_events": 1_000_000,
             "python_events": 100_000, "reps": 10, "fuzz_stacks": bench_fuzz.SPEED_STACKS,
             "fuzz_seconds": args.fuzz_seconds, "runs": args.runs, "cap": args.cap, "seeds": args.seeds,
-            "report": True}
+            "report": True, "memory_events": [1_000_000, 10_000_000]}
 
 
 def run_oracle(s: dict) -> tuple:
@@ -115,8 +120,20 @@ def run_conform(s: dict) -> tuple:
     return rows, r
 
 
+def run_memory(s: dict) -> tuple:
+    # The traces (600 MB for 10 M events) are written to a temporary folder, removed after.
+    with tempfile.TemporaryDirectory(prefix="ccdiff-bench-memory-") as work:
+        results = bench_memory.measure(s["memory_events"], work=Path(work))
+    goal = bench_memory.GOAL_MB
+    rows = [(f"peak RSS of ccdiff {r['command']}, {r['events']:,} events", f"{r['peak_mb']:.0f} MB "
+             f"({r['wall_s']:.0f} s, exit {r['exit']})",
+             f"goal < {goal} MB: {'met' if r['peak_mb'] < goal and r['exit'] in (0, 1) else 'NOT met'}")
+            for r in results]
+    return rows, results
+
+
 RUNNERS = {"oracle": run_oracle, "adapters": run_adapters, "fuzz": run_fuzz, "ttf": run_ttf,
-           "conform": run_conform}
+           "conform": run_conform, "memory": run_memory}
 
 
 def machine() -> dict:

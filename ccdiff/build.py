@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,7 +97,8 @@ def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
 
 def recipe_digest(recipe: StackRecipe) -> str | None:
     """A hash of what a stack's build is made from besides upstream: its folder (adapter,
-    build.sh, patches, locks; not profile.toml or provenance.toml, which no build reads) and the adapter ABI
+    build.sh, patches, locks; not profile.toml, provenance.toml, registry.toml or releases.lock,
+    which no build reads) and the adapter ABI
     header.  A build made from other files is stale and is rebuilt: after a `git pull` or an
     edit to an adapter, nothing runs yesterday's library.  None where the recipe's sources
     are not present (a runtime image holds only the built libraries)."""
@@ -104,7 +106,7 @@ def recipe_digest(recipe: StackRecipe) -> str | None:
         return None
     root = implementations_dir()
     files = sorted(p for p in recipe.folder.rglob("*") if p.is_file()
-                   and p.name not in ("profile.toml", "provenance.toml")
+                   and p.name not in ("profile.toml", "provenance.toml", "registry.toml", "releases.lock")
                    and not any(part.startswith(".") or part == "target"
                                for part in p.relative_to(recipe.folder).parts))
     files.append(root / "include" / "ccdiff_adapter.h")
@@ -135,7 +137,23 @@ def is_stale(recipe: StackRecipe, version: str) -> bool:
 
 
 def _local_version(source: Path) -> str:
+    """git-<short sha>[-dirty] for a git checkout (what it is), else local-<hash of its path>."""
+    try:
+        sha = subprocess.run(["git", "-C", str(source), "rev-parse", "--short=10", "HEAD"],
+                             capture_output=True, text=True, timeout=30)
+        if sha.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,40}", sha.stdout.strip()):
+            status = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=60)
+            dirty = status.returncode != 0 or bool(status.stdout.strip())
+            return f"git-{sha.stdout.strip()}" + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
     return "local-" + hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:10]
+
+
+def is_checkout_version(version: str) -> bool:
+    """A --source build's name (no pin, no registry digest)."""
+    return version.startswith(("local-", "git-"))
 
 
 @contextlib.contextmanager
@@ -166,11 +184,23 @@ def _build_target(recipe: StackRecipe, version: str, source: Path | None, saniti
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     if source is None:
-        pin = recipe.versions[version]
+        pin = recipe.versions.get(version)
+        if pin is None:                 # a published release: the registry's digest, locked
+            from .registry import resolve_release
+            pin = resolve_release(recipe, version, record=False)
+            if pin.get("yanked"):
+                _log(f"  warning: {recipe.name} {version} is yanked on its registry; building it anyway")
         archive = fetch(pin["url"], pin["sha256"])
+        if version not in recipe.versions:
+            from .registry import record_release
+            record_release(recipe, version, pin)    # verified: the lock learns it (once)
         unpack(archive, out / "src")
         src = out / "src" / pin.get("subdir", "")
         origin = {"url": pin["url"], "sha256": pin["sha256"]}
+        if pin.get("yanked"):
+            origin["yanked"] = True
+        if version not in recipe.versions:
+            _check_requirements(recipe, version, src)
     else:
         src = source.resolve()
         if not src.is_dir():
@@ -185,14 +215,64 @@ def _build_target(recipe: StackRecipe, version: str, source: Path | None, saniti
         result = subprocess.run(["bash", str(script), str(src), str(out)], env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
     if result.returncode != 0 or not library.exists():
+        _explain_failure(recipe, version, log_path)
         tail = log_path.read_text(errors="replace").splitlines()[-15:]
         raise SetupError(f"building {recipe.name}@{version} failed (exit {result.returncode}); "
                          f"full log: {log_path}\n" + "\n".join(tail))
+    from .probe import probe
     info = dict(origin, stack=recipe.name, version=version, sanitize=sanitize, recipe=recipe_digest(recipe),
-                seconds=round(time.monotonic() - started, 1))
+                seconds=round(time.monotonic() - started, 1), features=probe(recipe.name, src),
+                vcs=_vcs_info(src))
     info_path.write_text(json.dumps(info, indent=2) + "\n")
     _log(f"  built {library} in {info['seconds']} s")
     return library
+
+
+def _vcs_info(src: Path) -> dict:
+    """The commit a crate was packaged from (.cargo_vcs_info.json), where it ships one."""
+    for folder in (src, src.parent):
+        try:
+            data = json.loads((folder / ".cargo_vcs_info.json").read_text())
+            return {"commit": data["git"]["sha1"], "path_in_vcs": data.get("path_in_vcs", "")}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return {}
+
+
+def _check_requirements(recipe: StackRecipe, version: str, src: Path) -> None:
+    """What the adapter needs from the code (registry.toml [[supported.requires]]), checked
+    before compiling: a release that lacks it fails with the range and what changed."""
+    from .registry import load_config
+    config = load_config(recipe.folder, recipe.name)
+    if config is None:
+        return
+    for need in config.extra.get("supported", {}).get("requires", []):
+        text = ""
+        for candidate in (src / need["file"], src / recipe.name / need["file"]):
+            if candidate.is_file():
+                text = candidate.read_text(errors="replace")
+                break
+        if not re.search(need["pattern"], text):
+            raise SetupError(f"{recipe.name} {version} cannot be driven by the adapter (supported: "
+                             f"{config.supported_text()}): it lacks {need['what']} ({need['file']})")
+
+
+def _explain_failure(recipe: StackRecipe, version: str, log_path: Path) -> None:
+    """A patch that does not apply is a layout change, not a compiler error: say so."""
+    from .registry import load_config
+    config = load_config(recipe.folder, recipe.name)
+    if config is None:
+        return
+    lines = log_path.read_text(errors="replace").splitlines()
+    reason = next((line for line in lines if line.startswith("apply.py:") and
+                   any(word in line for word in ("anchor", "not found", "found 0 times", "not supported"))), None)
+    if reason is None:
+        errors = [line for line in lines if line.startswith("error[")]
+        if errors and version not in recipe.versions:
+            reason = f"{len(errors)} compile errors in the adapter/facade, first: {errors[0]}"
+    if reason:
+        raise SetupError(f"{recipe.name} {version} cannot be driven by the adapter (supported: "
+                         f"{config.supported_text()}): {reason}; full log: {log_path}")
 
 
 def build_spec(text: str, source: Path | None = None, sanitize: bool = False, force: bool = False) -> list[Path]:
@@ -215,7 +295,7 @@ def build_spec(text: str, source: Path | None = None, sanitize: bool = False, fo
 def ensure_built(spec: str | Target) -> None:
     """Build a spec's library if it is missing or stale (tests and `replay --build` use this)."""
     target = resolve(spec) if isinstance(spec, str) else spec
-    if target.kind != "native" or target.version not in target.recipe.versions:
+    if target.kind != "native" or is_checkout_version(target.version):
         return                                      # a local checkout is built by `build --source`
     recipe = target.recipe
     if not _current(recipe, target.version):      # a sanitizer build stays a sanitizer build

@@ -14,6 +14,7 @@ from .cli_help import HelpFormatter, Once, add_command
 from .errors import SetupError
 from .output import read_json_input, write_json, write_text_atomic
 from .trace import TraceError, load_trace
+from .trace_stream import StreamedTrace
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -42,13 +43,13 @@ def cmd_validate(args) -> int:
     failed = 0
     for path in args.traces:
         try:
-            trace = load_trace(path)
+            trace = StreamedTrace(path)   # any length, bounded memory
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
             continue
         reach = trace.reachability + (f" ({trace.lenient_reason})" if trace.lenient_reason else "")
-        print(f"{path}: ok, {len(trace.events)} events, max_datagram_size {trace.header.max_datagram_size}, "
+        print(f"{path}: ok, {trace.n_events} events, max_datagram_size {trace.header.max_datagram_size}, "
               f"{reach}")
     return EXIT_ERROR if failed else EXIT_OK
 
@@ -56,24 +57,24 @@ def cmd_validate(args) -> int:
 def cmd_replay(args) -> int:
     from .replay import finding_dicts, reachability_fields, replay
     from .report_terminal import print_replay
-    trace = load_trace(args.trace)
+    trace = StreamedTrace(args.trace)   # validated whole here; replay reads it again
     specs = args.stack or ["oracle"]
     if args.build:
         from .build import ensure_built
         for spec in specs:
             ensure_built(spec)
     with _isolation(args):
-        result = replay(trace, specs)
+        result = replay(trace, specs, keep_snapshots=False)
     print_replay(_console(), result)
     if args.json or args.report:
         document = {
             "trace": args.trace,
             "specs": specs,      # what to re-run for a report (ccdiff report)
-            "events": len(trace.events),
+            "events": trace.n_events,
             **reachability_fields(trace),
             "stacks": [{"stack": label, "description": getattr(run.controller, "description", label),
                         "error": run.error,
-                        "final": run.snapshots[-1].to_dict() if run.snapshots else None}
+                        "final": run.last.to_dict() if run.last else None}
                        for label, run in result.runs.items()],
             "findings": finding_dicts(result),
         }
@@ -160,7 +161,8 @@ def cmd_stacks(args) -> int:
             "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
         if row["stale"] or not row["built"]:
             built += f"{row['stack']}@{row['version']})"
-        table.add_row(row["stack"], row["version"] or "-", built, row["note"])
+        note = row["note"] + (f"\n[cyan]{row['supports']}[/]" if row.get("supports") else "")
+        table.add_row(row["stack"], row["version"] or "-", built, note)
     _console().print(table)
     return EXIT_OK
 
@@ -468,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzz_parser(sub)
     from .check_harness import add_parser as add_check_harness_parser
     add_check_harness_parser(sub)
+    from .versions_cli import add_parsers as add_versions_parsers
+    add_versions_parsers(sub)
     return parser
 
 
@@ -758,6 +762,8 @@ def _add_scenarios(sub) -> None:
 NUMERIC_BOUNDS = {
     ("conform", "seeds"): (1, 100_000),     # by (subcommand, dest) first, then by dest
     ("coverage", "seeds"): (1, 100_000),
+    ("bisect", "seeds"): (1, 100_000),
+    ("bisect", "pass_below"): (0, 1),
     "seeds": (0, 100_000),
     "first_seed": (0, 2**32 - 1),
     "seed": (0, 2**32 - 1),

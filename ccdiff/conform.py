@@ -247,7 +247,7 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
         if not target.recipe.library(target.version).exists():
             raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
                              f"ccdiff build {target.recipe.name}@{target.version}")
-        if target.version in target.recipe.versions and is_stale(target.recipe, target.version):
+        if not target.version.startswith(("local-", "git-")) and is_stale(target.recipe, target.version):
             raise SetupError(f"{target.recipe.name}@{target.version} was built from an older adapter "
                              f"(implementations/{target.recipe.name}/ changed since); run: "
                              f"ccdiff build {target.recipe.name}@{target.version}")

@@ -9,14 +9,15 @@ from __future__ import annotations
 from .invariants import CATALOG
 from .replay import finding_dicts, reachability_fields, replay
 from .stacks import available
-from .trace import load_trace
+from .trace_stream import StreamedTrace
 
 
 def default_specs() -> list:
-    """The oracles and every built stack version, with its Reno alias."""
+    """The oracles and every built default version (stack.toml's pins and checkout builds, here
+    or in a container), each with its Reno alias; releases built by name only when named."""
     specs = []
     for row in available():
-        if row["built"]:
+        if row["built"] and row.get("default", True):
             specs.append(row["stack"] + (f"@{row['version']}" if row["version"] else ""))
     return specs
 
@@ -25,7 +26,8 @@ def run_matrix(trace_paths: list, specs: list, progress=None) -> dict:
     cells: dict = {}      # (stack, invariant) -> {"violation": n, "deviation": n}
     findings, errors, reach = [], [], []
     for path in trace_paths:
-        result = replay(load_trace(path), specs)
+        # Each trace validated, then replayed from its file: memory bounded whatever its length.
+        result = replay(StreamedTrace(path), specs, keep_snapshots=False)
         reach.append({"trace": path, **reachability_fields(result.trace)})
         for finding, as_dict in zip(result.findings, finding_dicts(result)):
             cell = cells.setdefault((finding.stack, finding.invariant), {"violation": 0, "deviation": 0})

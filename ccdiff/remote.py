@@ -34,6 +34,7 @@ import json
 import os
 import socket
 import time
+from itertools import islice
 
 from .clock import DEFAULT_CLOCK_BASE_US
 from .errors import SetupError
@@ -165,8 +166,10 @@ class RemoteController:
         except AdapterError as exc:
             raise SetupError(str(exc)) from None
         self.description = reply.get("description", target.label)
-        self._events: list = []      # every resolved event of the run, when prefetched
+        self._events: list = []      # the resolved events prefetched (a chunk of the run)
         self._next = 0               # index in _events of the next step
+        self._base = 0               # events of the run before _events
+        self._history = None         # () -> every resolved event of the run, from its start
         self._ready: list = []       # snapshots computed ahead, oldest last
         self._failure: str | None = None
 
@@ -180,9 +183,13 @@ class RemoteController:
             self.conn.close()
             raise
 
-    def prefetch(self, events: list) -> None:
-        """The whole run's events, known in advance (open-loop replay): batch them."""
-        self._events, self._next = events, 0
+    def prefetch(self, events: list, history=None) -> None:
+        """The run's next events, known in advance (open-loop replay): batch them.  Replay
+        hands them a chunk at a time (bounded memory) with history(), which gives every event
+        of the run again from its start (to re-send, _localize); without it, events is the
+        whole run."""
+        self._base += self._next
+        self._events, self._next, self._history = events, 0, history
 
     def step(self, ev) -> Snapshot:
         if not self._ready:
@@ -213,9 +220,15 @@ class RemoteController:
         """
         try:
             self._open()
-            done = self._events[:self._next]
-            for i in range(0, len(done), BATCH):
-                self.conn.request({"op": "step", "events": [encode_event(e) for e in done[i:i + BATCH]]})
+            if self._history is not None:
+                done = islice(self._history(), self._base + self._next)
+            else:
+                done = iter(self._events[:self._next])
+            while True:
+                batch_done = list(islice(done, BATCH))
+                if not batch_done:
+                    break
+                self.conn.request({"op": "step", "events": [encode_event(e) for e in batch_done]})
         except AdapterError:
             return [], failure
         snaps = []

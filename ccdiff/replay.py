@@ -12,17 +12,20 @@ with `oracle`, Reno with `oracle-reno`), which runs hidden if not requested.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 
 from .errors import SetupError
 from .invariants import Checker, Finding, Truth
-from .ledger import Ledger
+from .ledger import ACKED, Ledger
 from .native import AdapterError
 from .profiles import Profile, judge, load_profile
+from .remote import BATCH
 from .status import status_of
 from .stacks import Target, load_recipes, open_controller, resolve
 from .trace import Trace, judge_reachability
 
 REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
+PREFETCH = BATCH   # a remote request's size: the same requests as when the whole run was prefetched
 
 
 @dataclass
@@ -31,9 +34,13 @@ class Run:
     controller: object
     checker: Checker
     profile: Profile
-    snapshots: list = field(default_factory=list)
+    # Every snapshot, for reports and plots; None when replay keeps only the window the
+    # checks need (last, steps), so a trace of any length replays in bounded memory.
+    snapshots: list | None = field(default_factory=list)
     error: str | None = None
     hidden: bool = False
+    last: object = None       # the latest snapshot (Snapshot), None before the first
+    steps: int = 0            # snapshots taken: events stepped without an error
 
     @property
     def label(self) -> str:
@@ -61,7 +68,9 @@ def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
     return Run(target, controller, checker, profile, hidden=hidden)
 
 
-def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
+def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool = True) -> ReplayResult:
+    """trace: a Trace, or a StreamedTrace (ccdiff/trace_stream.py) read from its file as it
+    goes; with keep_snapshots False each run keeps its last snapshot only."""
     recipes = load_recipes()
     targets = [resolve(spec, recipes) for spec in specs]
     labels = [t.label for t in targets]
@@ -72,15 +81,19 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
         ref = REFERENCE[family]
         if ref not in runs:
             runs[ref] = _open_run(resolve(ref, recipes), trace, hidden=True)
-    # Every controller sees the same resolved events, whatever they answer, so the
-    # ledger can resolve the whole trace first; remote controllers batch them.
+    active = list(runs.values())
+    if not keep_snapshots:
+        for run in active:
+            run.snapshots = None
+    divergences = {run.label: Divergence(run, runs[REFERENCE[run.target.family]]) for run in active
+                   if check and not run.hidden and run.target.kind == "native"}
+    watching = list(divergences.values())
     ledger = Ledger(trace.header)
     truths = {True: Truth(), False: Truth(ecn=False)}   # the trace's timeline with / without ECN
-    resolved = [ledger.resolve(event) for event in trace.events]
-    active = list(runs.values())
-    for run in active:
-        if hasattr(run.controller, "prefetch"):
-            run.controller.prefetch(resolved)
+    resolved = map(ledger.resolve, trace.stream())
+    remote = [run.controller for run in active if hasattr(run.controller, "prefetch")]
+    if remote:
+        resolved = _prefetched(resolved, remote, lambda: map(Ledger(trace.header).resolve, trace.stream()))
     for index, ev in enumerate(resolved):
         for truth in truths.values():
             truth.update(ev)
@@ -93,10 +106,14 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
                 run.error = f"event {index}: {exc}"
                 run.checker.flag("adapter-error", index, ev.t, str(exc))
                 continue
-            before = run.snapshots[-1] if run.snapshots else None
-            run.snapshots.append(snap)
+            before, run.last = run.last, snap
+            run.steps += 1
+            if run.snapshots is not None:
+                run.snapshots.append(snap)
             if check:
                 run.checker.check(index, ev, before, snap, truths[run.profile.ecn])
+        if watching:
+            watching = [d for d in watching if d.step(index, ev)]
     findings = []
     for run in runs.values():
         if hasattr(run.controller, "close"):
@@ -104,17 +121,27 @@ def replay(trace: Trace, specs: list, check: bool = True) -> ReplayResult:
         if run.hidden:
             continue
         run_findings = run.checker.finish()
-        if check and run.target.kind == "native":
-            ref = runs[REFERENCE[run.target.family]]
-            divergence = compare_trajectories(run, ref, trace)
-            if divergence:
-                run_findings.append(divergence)
+        if run.label in divergences and divergences[run.label].finding:
+            run_findings.append(divergences[run.label].finding)
         for finding in run_findings:
             finding.line = trace.line_of(finding.event_index)
         findings.extend(sorted(judge(run_findings, run.profile), key=lambda f: f.event_index))
     visible = {label: run for label, run in runs.items() if not run.hidden}
     judge_reachability(trace)
     return ReplayResult(trace, visible, findings)
+
+
+def _prefetched(resolved, controllers: list, history):
+    """The resolved events, handed to remote controllers PREFETCH at a time ahead of their
+    steps (they batch requests, remote.py), with history() to re-send every earlier one
+    (how they name a crash's event): the run is never held whole."""
+    while True:
+        chunk = list(islice(resolved, PREFETCH))
+        if not chunk:
+            return
+        for controller in controllers:
+            controller.prefetch(chunk, history)
+        yield from chunk
 
 
 def reachability_fields(trace: Trace) -> dict:
@@ -141,27 +168,42 @@ def finding_dicts(result: ReplayResult) -> list:
     return out
 
 
-def compare_trajectories(run: Run, ref: Run, trace: Trace) -> Finding | None:
-    """trajectory-divergence: cwnd beyond the profile's tolerance for a sustained stretch of ACKs."""
-    tolerance, sustain = run.profile.cwnd_rel_tolerance, run.profile.sustain_events
-    streak_start, streak, worst = None, 0, (0.0, 0, 0)
-    events = trace.events
-    for index, (mine, theirs) in enumerate(zip(run.snapshots, ref.snapshots)):
-        if type(events[index]).__name__ != "Ack":
-            continue
-        rel = abs(mine.cwnd - theirs.cwnd) / max(theirs.cwnd, 1)
-        if rel > tolerance:
-            if streak == 0:
-                streak_start = index
-            streak += 1
-            if rel > worst[0]:
-                worst = (rel, mine.cwnd, theirs.cwnd)
-            if streak >= sustain:
-                first = run.snapshots[streak_start], ref.snapshots[streak_start]
-                return Finding(run.label, "trajectory-divergence", streak_start, events[streak_start].t,
-                               f"cwnd {first[0].cwnd} vs oracle {first[1].cwnd} from this event on for "
-                               f"{sustain}+ ACKs (tolerance {tolerance:.0%}); worst {worst[1]} vs "
+class Divergence:
+    """trajectory-divergence: cwnd beyond the profile's tolerance for a sustained stretch of
+    ACKs, against the reference oracle.  Fed each event as the replay goes (step), so no
+    snapshot needs to be kept; compares events both runs stepped without an error."""
+
+    def __init__(self, run: Run, ref: Run):
+        self.run, self.ref = run, ref
+        self.tolerance, self.sustain = run.profile.cwnd_rel_tolerance, run.profile.sustain_events
+        self.streak, self.worst = 0, (0.0, 0, 0)
+        self.start = None          # (index, t, cwnd, oracle cwnd) where the streak began
+        self.finding: Finding | None = None
+
+    def step(self, index: int, ev) -> bool:
+        """Compare the runs' snapshots of event index; False once there is nothing more to
+        compare (a run stopped at an error, or the finding is made)."""
+        run, ref = self.run, self.ref
+        if run.steps != index + 1 or ref.steps != index + 1:
+            return False
+        if ev.kind != ACKED:
+            return True
+        mine, theirs = run.last.cwnd, ref.last.cwnd
+        rel = abs(mine - theirs) / max(theirs, 1)
+        if rel <= self.tolerance:
+            self.streak = 0
+            return True
+        if self.streak == 0:
+            self.start = (index, ev.t, mine, theirs)
+        self.streak += 1
+        if rel > self.worst[0]:
+            self.worst = (rel, mine, theirs)
+        if self.streak < self.sustain:
+            return True
+        start, t, first_mine, first_theirs = self.start
+        worst = self.worst
+        self.finding = Finding(run.label, "trajectory-divergence", start, t,
+                               f"cwnd {first_mine} vs oracle {first_theirs} from this event on for "
+                               f"{self.sustain}+ ACKs (tolerance {self.tolerance:.0%}); worst {worst[1]} vs "
                                f"{worst[2]} ({worst[0]:.0%})")
-        else:
-            streak = 0
-    return None
+        return False

@@ -49,14 +49,14 @@ def print_replay(console, result) -> None:
     by_stack = {}
     for finding in result.findings:
         by_stack.setdefault(finding.stack, []).append(finding)
-    print_wrapped(console, f"{trace.source}: {len(trace.events)} events")
+    print_wrapped(console, f"{trace.source}: {trace.n_events} events")
     runs = []
     for label, run in result.runs.items():
         found = by_stack.get(label, [])
         bad = sorted({f.invariant for f in found if f.status == "violation"})
         dev = sorted({f.invariant for f in found if f.status == "deviation"})
         status = "ERROR" if run.error else "FAIL" if bad else "pass"
-        runs.append((label, size(run.snapshots[-1].cwnd) if run.snapshots else "-", bad, dev, status))
+        runs.append((label, size(run.last.cwnd) if run.last else "-", bad, dev, status))
     headers = ("final cwnd", "violations", "deviations", "status")
     longest = max(len(run[0]) for run in runs + [("stack",)])
     named = [(label, final, "\n".join(bad) or "-", "\n".join(dev) or "-", status)   # one name a line

@@ -108,7 +108,8 @@ def resolve(spec: Spec | str, recipes: dict | None = None) -> Target:
             raise SetupError(f"unknown stack {spec.name!r}; known: {', '.join(known)}")
     recipe = recipes[name]
     version = spec.version or recipe.default_version
-    if version not in recipe.versions and not version.startswith("local-"):
+    if version not in recipe.versions and not version.startswith(("local-", "git-")) \
+            and not (recipe.folder / "registry.toml").exists():
         raise SetupError(f"{spec}: {name} has no pinned version {version}; pinned: "
                          f"{', '.join(recipe.versions)} (or build a local checkout with "
                          f"`ccdiff build {name} --source DIR`)")
@@ -137,7 +138,35 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
         raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
                          f"ccdiff build {target.recipe.name}@{target.version}")
     _refuse_stale(target)
-    return NativeController(str(library), max_datagram_size, initial_rtt_us, target.options_text, base)
+    from .probe import filter_options
+    options = filter_options(target.label, target.version, features_of(target.recipe, target.version),
+                             target.options)
+    options_text = ",".join(f"{k}={v}" for k, v in options)
+    return NativeController(str(library), max_datagram_size, initial_rtt_us, options_text, base)
+
+
+def build_info(recipe: StackRecipe, version: str) -> dict:
+    import json
+    try:
+        return json.loads((recipe.build_folder(version) / "build-info.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def features_of(recipe: StackRecipe, version: str) -> dict:
+    """What a built release supports, probed from its code (build-info.json "features");
+    builds made before the probe existed are probed from their unpacked source now."""
+    info = build_info(recipe, version)
+    if "features" in info:
+        return info["features"]
+    from .probe import probe
+    src = recipe.build_folder(version) / "src"
+    pin = recipe.versions.get(version, {})
+    if pin.get("subdir") and (src / pin["subdir"]).is_dir():
+        return probe(recipe.name, src / pin["subdir"])
+    if info.get("source"):
+        return probe(recipe.name, Path(info["source"]))
+    return {}
 
 
 _CURRENT_BUILDS: set = set()   # (stack, version) found current in this process: hashed once
@@ -148,7 +177,7 @@ def _refuse_stale(target: Target) -> None:
     is no longer in the repository: every command refuses it (conform did already), and
     --build rebuilds it."""
     key = (target.recipe.name, target.version)
-    if key in _CURRENT_BUILDS or target.version not in target.recipe.versions:
+    if key in _CURRENT_BUILDS or target.version.startswith(("local-", "git-")):
         return                       # a local checkout (build --source) has no pinned digest
     from .build import is_stale
     if is_stale(target.recipe, target.version):
@@ -187,12 +216,26 @@ def available() -> list[dict]:
             versions += [v for v in served if v not in versions]
         folder = build_dir() / recipe.name
         if folder.is_dir():
-            versions += sorted(p.name for p in folder.iterdir() if p.name.startswith("local-"))
+            from .registry import version_key
+            releases = [p.name for p in folder.iterdir() if p.name not in versions
+                        and (p / LIBRARY_NAME).exists() and not p.name.startswith(("local-", "git-"))]
+            versions += sorted(releases, key=version_key)
+            versions += sorted(p.name for p in folder.iterdir() if p.name.startswith(("local-", "git-"))
+                               and (p / LIBRARY_NAME).exists())     # a checkout build under way: not yet
         for version in versions:
+            # The default run (conform, matrix without --stack) takes the reviewed pins and
+            # checkout builds, built here or served by a container; other releases built by
+            # name (bisect) only when named, so `make run` stays the embedded default.
+            default = version in recipe.versions or version.startswith(("local-", "git-"))
             built = version in served if remote is not None else recipe.library(version).exists()
-            stale = remote is None and version in recipe.versions and is_stale(recipe, version)
+            stale = remote is None and not version.startswith(("local-", "git-")) and is_stale(recipe, version)
+            supports = ""
+            if remote is None and built:
+                from .probe import describe
+                supports = describe(features_of(recipe, version))
             names = [recipe.name] + sorted(recipe.aliases)
             for name in names:
                 rows.append({"stack": name, "version": version, "built": built, "stale": stale,
+                             "default": default, "supports": supports if name == recipe.name else "",
                              "note": recipe.aliases.get(name, "") or ", ".join(recipe.options)})
     return rows

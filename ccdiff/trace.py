@@ -19,7 +19,8 @@ the file, the line and what was expected.
 from __future__ import annotations
 
 import json
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Union
 
@@ -116,6 +117,14 @@ class Trace:
     def line_of(self, index: int) -> int:
         return self.lines[index] if index < len(self.lines) else 0
 
+    @property
+    def n_events(self) -> int:
+        return len(self.events)
+
+    def stream(self):
+        """The events, one by one (what replay reads; a StreamedTrace reads its file)."""
+        return iter(self.events)
+
 
 _HEADER_FIELDS = {"ccdiff_trace", "max_datagram_size", "initial_rtt_us", "max_ack_delay", "name", "comment"}
 _EVENT_FIELDS = {
@@ -187,10 +196,13 @@ class _Causality:
     """Tracks packets so that impossible events are rejected at their line."""
 
     def __init__(self):
-        self.sent_at: dict[int, int] = {}   # pn -> send time, for every packet sent
-        self.sent_pns: list[int] = []       # ascending (packet numbers increase)
-        self.acked: set[int] = set()
-        self.lost: set[int] = set()
+        # Every packet sent, in ~18 bytes each (arrays indexed by send order): as dicts and
+        # sets of ints a 10-million-event trace's packets took most of a gigabyte.
+        self.sent_pns = array("q")          # ascending (packet numbers increase)
+        self.sent_ts = array("q")           # send time of each
+        self.acked = bytearray()            # 1 where acknowledged
+        self.lost = bytearray()             # 1 where declared lost
+        self.lost_open: dict[int, int] = {}  # pn -> send time, declared lost and not acknowledged
         self.last_t = 0
         self.last_pn = -1
         self.last_event = None
@@ -214,6 +226,20 @@ class _Causality:
         self.pto_period = self.pto_period_now()   # PTO x 2^pto_count, moved by ACKs and probes
         self.lenient_reason = ""            # the first line that makes the trace lenient
 
+    def index(self, pn: int) -> int:
+        """Position of packet pn in send order, -1 if it was never sent."""
+        pns = self.sent_pns
+        if not pns:
+            return -1
+        i = pn - pns[0]
+        if 0 <= i < len(pns) and pns[i] == pn:   # contiguous numbering, the usual case
+            return i
+        i = bisect_left(pns, pn)
+        return i if i < len(pns) and pns[i] == pn else -1
+
+    def sent_at(self, pn: int) -> int:
+        return self.sent_ts[self.index(pn)]
+
     def note_lenient(self, line: int, reason: str) -> None:
         if not self.lenient_reason:
             self.lenient_reason = f"line {line}: {reason}"
@@ -226,7 +252,7 @@ class _Causality:
         """
         for line, ev in self.pending_losses:
             for pn in ev.pns:
-                reason = loss_detection_failure(pn, self.sent_at[pn], ev.t, self.largest_acked,
+                reason = loss_detection_failure(pn, self.sent_at(pn), ev.t, self.largest_acked,
                                                 self.rtt.smoothed, self.rtt.latest)
                 if reason:
                     self.note_lenient(line, reason)
@@ -234,7 +260,7 @@ class _Causality:
         self.pending_losses = []
 
     def pc_failure(self):
-        lost = sorted((pn, self.sent_at[pn]) for pn in self.lost - self.acked)
+        lost = sorted(self.lost_open.items())
         return persistent_congestion_failure(
             lost, {pn for pn, _ in self.loss_batch}, self.first_sample_t, self.rtt.smoothed,
             self.rtt.rttvar, self.max_ack_delay, self.acked_between)
@@ -263,7 +289,7 @@ class _Causality:
 
     def acked_between(self, lo: int, hi: int) -> bool:
         i, j = bisect_right(self.sent_pns, lo), bisect_right(self.sent_pns, hi - 1)
-        return any(pn in self.acked for pn in self.sent_pns[i:j])
+        return self.acked.find(1, i, j) >= 0
 
     def check(self, ev, fail, line: int = 0) -> None:
         if ev.t < self.last_t:
@@ -286,25 +312,34 @@ class _Causality:
             if ev.pn <= self.last_pn:
                 fail(f"packet number {ev.pn} is not above the previous one ({self.last_pn}); "
                      "QUIC packet numbers increase (RFC 9000 §12.3)")
-            self.sent_at[ev.pn] = ev.t
             self.sent_pns.append(ev.pn)
+            self.sent_ts.append(ev.t)
+            self.acked.append(0)
+            self.lost.append(0)
             self.last_pn = ev.pn
             self.outstanding += 1
             self.last_send_t = ev.t
         elif kind is Ack:
+            where = []
             for pn in ev.pns:
-                if pn not in self.sent_at:
+                i = self.index(pn)
+                if i < 0:
                     fail(f"ACK of packet {pn}, which was never sent")
-                if pn in self.acked:
+                if self.acked[i]:
                     fail(f"packet {pn} was already acknowledged; list only newly acknowledged packets")
-                if self.sent_at[pn] >= ev.t:
-                    fail(f"ACK at t={ev.t} of packet {pn} sent at t={self.sent_at[pn]}: "
+                if self.sent_ts[i] >= ev.t:
+                    fail(f"ACK at t={ev.t} of packet {pn} sent at t={self.sent_ts[i]}: "
                          "an ACK needs a positive round-trip time")
-            self.outstanding -= sum(1 for pn in ev.pns if pn not in self.lost)
-            self.acked.update(ev.pns)
+                where.append(i)
+            for pn, i in zip(ev.pns, where):
+                self.acked[i] = 1
+                if self.lost[i]:
+                    del self.lost_open[pn]
+                else:
+                    self.outstanding -= 1
             self.pto_count = 0                # RFC 9002 A.7: an ACK resets the backoff
             # RFC 9002 §5.1, as the ledger takes it: the largest acknowledged gives the sample.
-            self.rtt.update(ev.t - self.sent_at[ev.pns[-1]], ev.ack_delay)
+            self.rtt.update(ev.t - self.sent_ts[where[-1]], ev.ack_delay)
             if self.first_sample_t is None:
                 self.first_sample_t = ev.t
             self.largest_acked = max(self.largest_acked, ev.pns[-1])
@@ -316,18 +351,23 @@ class _Causality:
             if loss_ack:
                 self.judge_losses()
         elif kind is Lost:
+            batch = []
             for pn in ev.pns:
-                if pn not in self.sent_at:
+                i = self.index(pn)
+                if i < 0:
                     fail(f"loss of packet {pn}, which was never sent")
-                if pn in self.acked:
+                if self.acked[i]:
                     fail(f"loss of packet {pn}, which was already acknowledged")
-                if pn in self.lost:
+                if self.lost[i]:
                     fail(f"packet {pn} was already declared lost")
-            self.lost.update(ev.pns)
+                batch.append((pn, self.sent_ts[i]))
+            for pn, sent in batch:
+                self.lost[self.index(pn)] = 1
+                self.lost_open[pn] = sent
             self.outstanding -= len(ev.pns)
             if type(self.last_event) is not Lost or self.last_event.t != ev.t:
                 self.loss_batch = []
-            self.loss_batch += [(pn, self.sent_at[pn]) for pn in ev.pns]
+            self.loss_batch += batch
             self.pending_losses.append((line, ev))
         elif kind is PersistentCongestion:
             prev = self.last_event
@@ -432,11 +472,13 @@ def _parse_event(obj, fail, version: int = TRACE_VERSION):
     return PersistentCongestion(t)
 
 
-def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
-    """Parse and validate a trace; raises TraceError naming source and line."""
+def read_lines(lines: Iterable[str], source: str, causality: "_Causality"):
+    """Parse and validate as a stream: yields the Header, then (line, event) for each event.
+
+    Nothing is kept but what the causality checks need, so a trace of any length is read
+    in bounded memory; causality.finish() after the last event completes the checks.
+    """
     header = None
-    events, event_lines = [], []
-    causality = _Causality()
     lineno = 0
     for lineno, raw in enumerate(lines, start=1):
         def fail(reason, _line=lineno):
@@ -453,13 +495,28 @@ def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
         if header is None:
             header = _parse_header(obj, fail)
             causality.start(header)
+            yield header
             continue
         ev = _parse_event(obj, fail, header.version)
         causality.check(ev, fail, lineno)
-        events.append(ev)
-        event_lines.append(lineno)
+        yield lineno, ev
     if header is None:
         raise TraceError(source, max(lineno, 1), "empty trace: expected a header line")
+
+
+def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
+    """Parse and validate a trace; raises TraceError naming source and line."""
+    causality = _Causality()
+    return _collect(read_lines(lines, source, causality), causality, source)
+
+
+def _collect(reader, causality: _Causality, source: str) -> Trace:
+    """The whole trace in memory, from read_lines or read_file."""
+    header = next(reader)
+    events, event_lines = [], []
+    for lineno, ev in reader:
+        events.append(ev)
+        event_lines.append(lineno)
     causality.finish()
     return Trace(header, events, source, event_lines, *_reachability(causality))
 
@@ -489,11 +546,18 @@ def parse_trace_text(text: str, source: str = "<string>") -> Trace:
 
 def load_trace(path: str) -> Trace:
     """Read a trace file; unreadable or non-UTF-8 files become TraceError too."""
+    causality = _Causality()
+    return _collect(read_file(path, causality), causality, path)
+
+
+def read_file(path: str, causality: _Causality):
+    """read_lines over a file: yields the Header, then (line, event); unreadable or
+    non-UTF-8 files become TraceError too."""
     if "\0" in path:   # open() would raise ValueError, not OSError
         raise TraceError(path.replace("\0", "\\0"), None, "cannot read: the path contains a NUL byte")
     try:
         with open(path, encoding="utf-8") as fh:
-            return parse_lines(_bounded_lines(fh, path), path)
+            yield from read_lines(_bounded_lines(fh, path), path, causality)
     except OSError as exc:
         raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:

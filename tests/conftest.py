@@ -7,3 +7,22 @@ from hypothesis import settings
 settings.register_profile("deterministic", derandomize=True, print_blob=True)
 settings.register_profile("explore", max_examples=2000, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+
+import subprocess   # noqa: E402
+import sys          # noqa: E402
+from pathlib import Path   # noqa: E402
+
+import pytest       # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def quiche_releases():
+    """Build quiche releases by name (crates.io, sha256 from implementations/quiche/releases.lock)
+    when a test needs one that `make test`'s setup does not pin: about a minute each on a
+    clean machine, nothing when built.  ccdiff's build lock serializes parallel workers."""
+    def ensure(*versions):
+        for version in versions:
+            done = subprocess.run([sys.executable, "-m", "ccdiff", "build", f"quiche@{version}"],
+                                  cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+    return ensure

@@ -128,3 +128,25 @@ def test_a_hang_under_isolate_leaves_no_process_behind(home):
     for pid in left:                          # ours (by environment): do not leak them into the suite
         os.kill(pid, signal.SIGKILL)
     assert left == [], "ccdiff serve processes outlived replay --isolate"
+
+
+def test_isolated_crash_after_the_first_prefetched_chunk_names_its_event(home, tmp_path):
+    """Replay hands remote controllers the events a chunk (remote.BATCH) at a time, never
+    the whole run: a crash in a later chunk is still localized to its event, by re-sending
+    every earlier event of the run (re-read from the trace file)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_memory import write_trace
+    from ccdiff.trace import load_trace
+    path = write_trace(tmp_path / "long.jsonl", 6000)
+    events = load_trace(str(path)).events
+    at = events[5000].t
+    crash_index = next(i for i, ev in enumerate(events) if ev.t >= at)
+    out = tmp_path / "out.json"
+    proc = ccdiff(home, "replay", str(path), "--json", str(out), "--isolate", "--timeout", "10",
+                  "--stack", f"faulty:fault=crash,at={at}")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(out.read_text())
+    (error,) = [f for f in doc["findings"] if f["invariant"] == "adapter-error"]
+    assert error["event_index"] == crash_index > 4096, error
+    run = doc["stacks"][0]
+    assert run["error"].startswith(f"event {crash_index}: ") and run["final"]["cwnd"] == 12000

@@ -38,14 +38,15 @@ SERVER_SECONDS = 2    # a server that started serves until then
 INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
           ("build", "source"), ("decode", "input"), ("serve-reports", "folder"), ("conform", "baseline"),
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace"),
-          ("coverage", "corpus")}
+          ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings"),
-           ("minimize", "output"), ("coverage", "out"), ("coverage", "json")}
+           ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
              ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
-             ("minimize", "stack"), ("minimize", "invariant"), ("coverage", "stack"),
+             ("minimize", "stack"), ("minimize", "invariant"), ("versions", "stack"), ("coverage", "stack"),
+             ("bisect", "stack"), ("bisect", "invariant"), ("bisect", "good"), ("bisect", "bad"),
              # choices (walked with "nosuch-choice" like every choice), listed so a reader finds them
              ("replay", "qlog_schema"), ("matrix", "qlog_schema"), ("report", "qlog_schema"),
              ("conform", "qlog_schema"), ("fuzz", "qlog_schema")}
@@ -136,6 +137,10 @@ def base_args(command: str, scratch: Scratch, out: Path) -> dict:
                  "time": ["--time", "1s"], "findings": ["--findings", str(out / "findings")]},
         "check-harness": {"stack": ["--stack", "oracle"], "traces": [TRACE], "relations": ["--relations", "pn"]},
         # the oracle varied as quiche 0.26.0 measured idle: the death spiral fires in ~0.2 s
+        "versions": {"stack": ["quiche"], "offline": ["--offline"]},   # no registry read
+        # a real bisect builds releases (minutes): parse-level only, like build
+        "bisect": {"trace": [TRACE], "stack": ["--stack", "nosuch-stack"],
+                   "invariant": ["--invariant", "future-recovery-start"], "all": ["--all"]},
         "minimize": {"trace": [TRACE], "stack": ["--stack", "oracle:idle=last-send"],
                      "invariant": ["--invariant", "future-recovery-start"], "output": ["-o", str(out / "min.jsonl")]},
     }

@@ -98,3 +98,29 @@ def test_ranges_and_singletons_parse_the_same():
     b = parse_trace_text(text + '\n{"t": 9, "ev": "ack", "pns": [4, 3, 2, 1, 0]}')
     assert a.events[-1].pns == b.events[-1].pns == (0, 1, 2, 3, 4)
     assert '"pns": [[0, 4]]' in dump_trace(a)
+
+
+@pytest.mark.parametrize("example", ["death-spiral", "idle-restart"])
+def test_streamed_trace_reads_what_load_trace_holds(tmp_path, example):
+    """validate/replay/matrix read traces as a stream (ccdiff/trace_stream.py): the same
+    events, count, line numbers (blank lines shift them) and strict/lenient label."""
+    from ccdiff.trace_stream import StreamedTrace
+    lines = (ROOT / "examples" / f"{example}.jsonl").read_text().splitlines()
+    spaced = tmp_path / "spaced.jsonl"
+    spaced.write_text("".join(line + "\n" + "\n" * (i % 3 == 1) + " \n" * (i % 7 == 2)
+                              for i, line in enumerate(lines)))
+    whole, streamed = load_trace(str(spaced)), StreamedTrace(str(spaced))
+    assert list(streamed.stream()) == whole.events and streamed.n_events == len(whole.events)
+    assert [streamed.line_of(i) for i in range(len(whole.events) + 1)] == \
+        [whole.line_of(i) for i in range(len(whole.events) + 1)]
+    assert (streamed.reachability, streamed.lenient_reason) == (whole.reachability, whole.lenient_reason)
+
+
+def test_streamed_trace_changed_after_validation_is_an_error(tmp_path):
+    from ccdiff.trace_stream import StreamedTrace
+    path = tmp_path / "t.jsonl"
+    path.write_text((ROOT / "examples" / "death-spiral.jsonl").read_text())
+    streamed = StreamedTrace(str(path))
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))   # one event fewer
+    with pytest.raises(TraceError, match="changed while replaying"):
+        list(streamed.stream())
