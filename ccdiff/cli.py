@@ -464,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_replay, _add_matrix, _add_report, _add_validate, _add_stacks, _add_build,
                 _add_decode, _add_minimize, _add_serve, _add_serve_reports, _add_conform, _add_sim,
-                _add_scenarios):
+                _add_scenarios, _add_coverage):
         add(sub)
     from .fuzzing.command import add_parser as add_fuzz_parser
     add_fuzz_parser(sub)
@@ -473,6 +473,59 @@ def build_parser() -> argparse.ArgumentParser:
     from .versions_cli import add_parsers as add_versions_parsers
     add_versions_parsers(sub)
     return parser
+
+
+def _add_coverage(sub) -> None:
+    p = add_command(sub, "coverage", summary="line and branch coverage of a stack's controller files",
+                    description="Build the stack's adapter with coverage instrumentation into its own folder "
+                                "(build/coverage/<stack>/<version>/, never the normal build), run the "
+                                "chosen inputs through it (default: the examples, the stored reproducers "
+                                "fuzz/reproducers/ and every scenario x 3 seeds) and report line and branch "
+                                "coverage of the controller's own files per input set, with every line "
+                                "never run as an upstream permalink (docs/coverage.md). C stacks: gcc --coverage "
+                                "and gcov, lines and branches; Rust stacks: -C instrument-coverage and "
+                                "llvm-profdata/llvm-cov of rustc's LLVM version, lines only.",
+                    examples=["ccdiff coverage ngtcp2",
+                              "ccdiff coverage picoquic --examples --json picoquic-coverage.json",
+                              "ccdiff coverage ngtcp2 --scenarios --seeds 1 --out reports/coverage-ngtcp2"])
+    p.add_argument("stack", metavar="STACK", help="ngtcp2, picoquic, quiche or quinn (name[@version])")
+    p.add_argument("--examples", action="store_true", help="run examples/*.jsonl")
+    p.add_argument("--scenarios", action="store_true", help="run every scenario in the closed loop")
+    p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per scenario (default 3)")
+    p.add_argument("--corpus", action="append", metavar="DIR",
+                   help="a folder of .jsonl/.bin traces, repeatable (default set: fuzz/reproducers/)")
+    p.add_argument("--all-options", action="store_true",
+                   help="also run every other value of the stack's other options (quiche idle_fix, hystart, "
+                        "app_limited; quinn mtu), one at a time; default: each cc= value with defaults")
+    p.add_argument("--out", metavar="DIR", help="write coverage.json and coverage.md there")
+    p.add_argument("--json", metavar="FILE", help="write the full result as JSON")
+    p.set_defaults(func=cmd_coverage)
+
+
+def cmd_coverage(args) -> int:
+    from . import coverage
+    from .paths import project_root
+    if args.seeds is not None and not args.scenarios and (args.examples or args.corpus):
+        raise SetupError("--seeds applies to --scenarios")
+    chosen = args.examples or args.scenarios or args.corpus
+    corpus = args.corpus if args.corpus else ([] if chosen else [str(project_root() / "fuzz" / "reproducers")])
+    sets = coverage.plan(args.examples or not chosen, args.scenarios or not chosen, corpus,
+                         args.seeds or coverage.DEFAULT_SEEDS)
+    doc = coverage.run(args.stack, sets, log=lambda m: print(m, file=sys.stderr, flush=True),
+                       all_options=args.all_options)
+    coverage.print_report(doc)
+    from .output import write_json, write_text_atomic
+    if args.json:
+        write_json(args.json, doc)
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SetupError(f"--out {out}: cannot create the folder: {exc.strerror or exc}") from None
+        write_json(out / "coverage.json", doc)
+        write_text_atomic(out / "coverage.md", coverage.render_markdown(doc))
+    return EXIT_OK
 
 
 STACK_HELP = ("stack to run, repeatable (--stack a --stack b) or a comma list; "
@@ -708,6 +761,7 @@ def _add_scenarios(sub) -> None:
 # that cannot end (--seeds 10**18).  A numeric option not listed must be finite and >= 0.
 NUMERIC_BOUNDS = {
     ("conform", "seeds"): (1, 100_000),     # by (subcommand, dest) first, then by dest
+    ("coverage", "seeds"): (1, 100_000),
     ("bisect", "seeds"): (1, 100_000),
     ("bisect", "pass_below"): (0, 1),
     "seeds": (0, 100_000),

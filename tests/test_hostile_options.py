@@ -38,20 +38,20 @@ SERVER_SECONDS = 2    # a server that started serves until then
 INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
           ("build", "source"), ("decode", "input"), ("serve-reports", "folder"), ("conform", "baseline"),
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace"),
-          ("bisect", "trace"), ("bisect", "scenario")}
+          ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings"),
-           ("minimize", "output"), ("bisect", "json")}
+           ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
              ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
-             ("minimize", "stack"), ("minimize", "invariant"), ("versions", "stack"),
+             ("minimize", "stack"), ("minimize", "invariant"), ("versions", "stack"), ("coverage", "stack"),
              ("bisect", "stack"), ("bisect", "invariant"), ("bisect", "good"), ("bisect", "bad"),
              # choices (walked with "nosuch-choice" like every choice), listed so a reader finds them
              ("replay", "qlog_schema"), ("matrix", "qlog_schema"), ("report", "qlog_schema"),
              ("conform", "qlog_schema"), ("fuzz", "qlog_schema")}
 ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
-ZERO_IS_ERROR = {("conform", "seeds")}   # `conform --seeds 0` ran nothing and passed
+ZERO_IS_ERROR = {("conform", "seeds"), ("coverage", "seeds")}   # `conform --seeds 0` ran nothing and passed
 
 TEXT_VALUES = ["", "..", "\udcff", "$\\frac{a$", "x" * 5000, "-"]
 NUMBER_ERRORS = ["-1", "nan", "inf", "-inf", "1e400", "99999999999999999999999"]
@@ -124,6 +124,7 @@ def base_args(command: str, scratch: Scratch, out: Path) -> dict:
         "validate": {"traces": [TRACE]},
         "stacks": {},
         "build": {"specs": ["nosuch-stack"]},        # a real build takes minutes: parse-level only
+        "coverage": {"stack": ["nosuch-stack"]},     # a coverage build and run: parse-level only
         "decode": {"input": [str(scratch.bin)]},
         "serve": {"port": ["--port", "0"]},
         "serve-reports": {"folder": [str(out)], "port": ["--port", "0"]},
