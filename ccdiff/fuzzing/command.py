@@ -197,7 +197,8 @@ def cmd_fuzz(args) -> int:
         check_executions(args.engine, stats.get("execs", 0), seconds)
     new = [stored for key, stored in triage.stored.items() if key not in known]
     if baseline is not None:
-        return _summary_against(triage, new)
+        compared = stats.get("execs", 0) if args.engine == "hypothesis" else len(triage.seen_inputs)
+        return _summary_against(triage, new, compared)
     print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
     for stored in new:
         sig = stored.signature
@@ -220,8 +221,9 @@ def _require_built(target) -> None:
     ensure_built(target)
 
 
-def _summary_against(triage, new: list) -> int:
+def _summary_against(triage, new: list, compared: int) -> int:
     """The differences of this run, each with the command that replays both builds on it."""
+    print(f"\n{compared} inputs replayed through both builds", file=sys.stderr)
     print(f"\n{len(new)} new difference(s) between {triage.stack_label} and {triage.against_label} "
           f"({len(triage.stored)} stored in {triage.folder})")
     for stored in new:
