@@ -45,7 +45,9 @@ def add_parser(sub) -> None:
                     description="Fuzz a stack's controller with AFL++, honggfuzz (coverage-guided, in-process "
                     "harnesses, fuzz/driver/) or Hypothesis (generated event streams, the oracle in the loop). "
                     "Findings are replayed through the oracle, deduplicated and minimized into "
-                    "FINDINGS/<stack>/<signature>/reproducer.jsonl. The instrumented build happens first; "
+                    "FINDINGS/<stack>/<signature>/reproducer.jsonl; with --against BASELINE, the inputs on which "
+                    "the two builds differ, into FINDINGS/<stack>/against-<baseline>/. A checkout built with "
+                    "`ccdiff build STACK --source DIR` fuzzes under its name. The instrumented build happens first; "
                     "--time counts fuzzing time only. A second run resumes from the stored corpus; Ctrl-C "
                     "keeps everything found so far. Exit 0 nothing stored, 1 findings stored, 2 setup "
                     "errors or a run that executed no input.",
