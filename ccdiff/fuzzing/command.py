@@ -12,7 +12,7 @@ from ..errors import SetupError
 from ..paths import project_root
 from ..stacks import resolve
 from .strictify import LENIENT_ONLY
-from .triage import Triage, stack_folder_name
+from .triage import DiffTriage, Triage, stack_folder_name
 
 DEFAULT_SEEDS = "fuzz/seeds/no-loss"
 DEFAULT_DICT = "fuzz/ccdiff.dict"
@@ -45,15 +45,24 @@ def add_parser(sub) -> None:
                     description="Fuzz a stack's controller with AFL++, honggfuzz (coverage-guided, in-process "
                     "harnesses, fuzz/driver/) or Hypothesis (generated event streams, the oracle in the loop). "
                     "Findings are replayed through the oracle, deduplicated and minimized into "
-                    "FINDINGS/<stack>/<signature>/reproducer.jsonl. The instrumented build happens first; "
+                    "FINDINGS/<stack>/<signature>/reproducer.jsonl; with --against BASELINE, the inputs on which "
+                    "the two builds differ, into FINDINGS/<stack>/against-<baseline>/. A checkout built with "
+                    "`ccdiff build STACK --source DIR` fuzzes under its name. The instrumented build happens first; "
                     "--time counts fuzzing time only. A second run resumes from the stored corpus; Ctrl-C "
                     "keeps everything found so far. Exit 0 nothing stored, 1 findings stored, 2 setup "
                     "errors or a run that executed no input.",
                     examples=["ccdiff fuzz --stack quiche@0.26.0 --engine afl --time 10m",
                               "ccdiff fuzz --stack ngtcp2 --engine honggfuzz --time 1h --jobs 4",
-                              "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s"])
+                              "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s",
+                              "ccdiff fuzz --stack ngtcp2@git-1a2b3c4d5e --against ngtcp2@1.25.0 --engine afl "
+                              "--time 60s"])
     p.add_argument("--stack", required=True, metavar="SPEC", action=Once,
                    help="the one stack to fuzz, e.g. quiche@0.26.0, ngtcp2, picoquic")
+    p.add_argument("--against", default="", metavar="SPEC",
+                   help="differential fuzzing between builds: report the inputs on which --stack (the "
+                   "candidate, which the engine fuzzes) and this baseline build differ -- in any snapshot "
+                   "field at some event, or in an invariant one violates and the other does not -- into "
+                   "FINDINGS/<candidate>/against-<baseline>/ (docs/fuzzing.md)")
     p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"],
                    help="afl and honggfuzz mutate bytes (fuzz/install-deps.sh installs them); hypothesis "
                    "generates event streams in Python")
@@ -163,7 +172,18 @@ def cmd_fuzz(args) -> int:
     seeds = Path(args.seeds) if args.seeds else project_root() / DEFAULT_SEEDS
     if not seeds.is_dir() or not any(seeds.iterdir()):
         raise SetupError(f"--seeds {seeds}: not a folder with seed inputs")
-    triage = Triage(Path(args.findings), args.stack, target.label)
+    baseline = None
+    if args.against:
+        baseline = resolve(args.against)
+        if baseline.kind != "native":
+            raise SetupError(f"--against {args.against}: a stack build to compare with, not the oracle "
+                             "(without --against, every input is judged against the oracle)")
+        if baseline.label == target.label:
+            raise SetupError(f"--against {args.against}: the same build as --stack")
+        _require_built(baseline)
+        triage = DiffTriage(Path(args.findings), args.stack, target.label, args.against, baseline.label)
+    else:
+        triage = Triage(Path(args.findings), args.stack, target.label)
     campaign = _build(args, target, triage.folder / ".work", seeds, worker)
     status = Status(args.engine)
     known = set(triage.stored)
@@ -178,6 +198,9 @@ def cmd_fuzz(args) -> int:
     if not interrupted:
         check_executions(args.engine, stats.get("execs", 0), seconds)
     new = [stored for key, stored in triage.stored.items() if key not in known]
+    if baseline is not None:
+        compared = stats.get("execs", 0) if args.engine == "hypothesis" else len(triage.seen_inputs)
+        return _summary_against(triage, new, compared)
     print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
     for stored in new:
         sig = stored.signature
@@ -188,14 +211,44 @@ def cmd_fuzz(args) -> int:
     return 1 if triage.stored else 0
 
 
+def _require_built(target) -> None:
+    """The ordinary library triage replays through: a release is built if missing or stale;
+    a checkout must have been built with `ccdiff build STACK --source DIR`."""
+    from ..build import ensure_built, is_checkout_version
+    if is_checkout_version(target.version):
+        if not target.recipe.library(target.version).exists():
+            raise SetupError(f"{target.label}: not built; build the checkout first with "
+                             f"`ccdiff build {target.recipe.name} --source DIR` (it is named after it)")
+        return
+    ensure_built(target)
+
+
+def _summary_against(triage, new: list, compared: int) -> int:
+    """The differences of this run, each with the command that replays both builds on it."""
+    print(f"\n{compared} inputs replayed through both builds", file=sys.stderr)
+    print(f"\n{len(new)} new difference(s) between {triage.stack_label} and {triage.against_label} "
+          f"({len(triage.stored)} stored in {triage.folder})")
+    for stored in new:
+        sig = stored.signature
+        first = triage.details.get(sig.key, {})
+        where = (f"event {first['event_index']}: {first['field']} {first['candidate']!r} vs "
+                 f"{first['baseline']!r}" if "field" in first else
+                 f"event {first.get('event_index', '?')}: {first.get('invariant', '')} in {first.get('only_in', '')} only")
+        print(f"  {sig.key}, {stored.events} events ({where}):\n    {triage.replay_command(stored)}")
+    if triage.native:
+        print(f"{len(triage.native)} input(s) crashed or hung the candidate's harness natively and were not "
+              f"compared (first: {triage.native[0][0]}, {triage.native[0][1]}); fuzz it without --against "
+              "to store them")
+    return 1 if triage.stored else 0
+
+
 def _build(args, target, work: Path, seeds: Path, worker: str):
     """Everything the run needs built, before the clock starts: the ordinary build (triage
     replays through it) and, for AFL++ and honggfuzz, the instrumented harness (the
     Campaign builds it).  Returns the campaign, or None for Hypothesis."""
-    from ..build import ensure_built
     print(f"building {target.label} for {args.engine} (not counted in --time) ...", file=sys.stderr, flush=True)
     began = time.monotonic()
-    ensure_built(target)
+    _require_built(target)
     campaign = None
     if args.engine != "hypothesis":
         from .engines import ENGINES

@@ -22,7 +22,7 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..build import ensure_built, fetch, recipe_digest, unpack
+from ..build import ensure_built, fetch, is_checkout_version, recipe_digest, unpack
 from ..errors import SetupError
 from ..stacks import LIBRARY_NAME, Target
 from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
@@ -68,16 +68,38 @@ def _locked():
 
 
 def _source(target: Target) -> Path:
-    """The pinned upstream source, fetched (sha256-checked) and unpacked once."""
+    """The stack's source: the pinned upstream release, fetched (sha256-checked) and unpacked
+    once; or, for a checkout build (`ccdiff build STACK --source DIR`, named local-<hash> or
+    git-<sha>), the folder that build recorded in its build-info.json."""
+    if is_checkout_version(target.version):
+        return Path(_checkout_info(target)["source"])
     pin = target.recipe.versions.get(target.version)
     if pin is None:
-        raise SetupError(f"{target.label}: fuzzing builds pinned versions only")
+        raise SetupError(f"{target.label}: fuzzing builds pinned versions and checkouts built with "
+                         f"`ccdiff build {target.recipe.name} --source DIR`")
     root = fuzz_build_dir() / target.recipe.name / target.version / "src"
     marker = root / ".unpacked"
     if not marker.exists():
         unpack(fetch(pin["url"], pin["sha256"]), root)
         marker.write_text(pin["sha256"] + "\n")
     return root / pin.get("subdir", "")
+
+
+def _checkout_info(target: Target) -> dict:
+    """What `ccdiff build --source` recorded of a checkout build: the fuzz build takes the
+    same folder, under the same name."""
+    path = target.recipe.build_folder(target.version) / "build-info.json"
+    try:
+        info = json.loads(path.read_text())
+        source = Path(info["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise SetupError(f"{target.label}: no checkout build of that name in {path.parent}; build it "
+                         f"first with `ccdiff build {target.recipe.name} --source DIR`") from None
+    if not source.is_dir():
+        raise SetupError(f"{target.label}: its source folder {source} (build-info.json) is gone")
+    # The tree behind a local-<hash> name may change; `build --source` rewrites build-info.json,
+    # and the instrumented build follows.
+    return dict(info, built_ns=path.stat().st_mtime_ns)
 
 
 def _variant(target: Target, engine: str, sanitize: bool) -> str:
@@ -114,6 +136,9 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
                      CCDIFF_EXTRA_LDFLAGS="-Wl,-z,undefs -fuse-ld=lld")
     stamp = out / "build-knobs.json"
     made_of = dict(knobs, recipe=recipe_digest(target.recipe))   # rebuilt when the adapter changes
+    if is_checkout_version(target.version):                      # ... or the checkout is rebuilt
+        info = _checkout_info(target)
+        made_of.update(source=info["source"], source_built_ns=info["built_ns"])
     if library.exists() and stamp.exists() and json.loads(stamp.read_text()) == made_of:
         return library
     out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ..encoding import decode
-from .triage import Triage, signatures
+from .triage import Triage
 
 # Losses and ACKs are the interesting operations: weight the opcode choice so
 # a short list has a few of each (send 0, wait 1, ack 2, lose 3, spurious 4,
@@ -51,7 +51,7 @@ def run(spec: str, triage: Triage, seconds: float, database_dir, on_progress=Non
             nonlocal examples
             examples += 1
             data = bytes(b for op in ops for b in op)
-            unknown = set(signatures(decode(data), spec)) - set(triage.stored)
+            unknown = set(triage.judge(decode(data))) - set(triage.stored)   # differences with --against
             if unknown:
                 failing["data"] = data     # the last failing call is Hypothesis's shrunk example
                 raise _NewFinding(sorted(unknown))

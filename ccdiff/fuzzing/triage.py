@@ -112,7 +112,7 @@ def _valid(trace: Trace, events: list) -> Trace | None:
         return None
 
 
-def minimize(trace: Trace, spec: str, key: str) -> Trace:
+def minimize(trace: Trace, spec: str, key: str, judge=None) -> Trace:
     """ddmin over events: the smallest trace (1-minimal, within MAX_TESTS) still showing `key`.
 
     A strict trace shrinks to a strict one: every candidate must stay reachable (a loss
@@ -120,6 +120,7 @@ def minimize(trace: Trace, spec: str, key: str) -> Trace:
     tests = 0
     cache: dict = {}
     strict = judge_reachability(trace).reachability == "strict"
+    judge = judge or (lambda t: signatures(t, spec))
 
     def interesting(events: list) -> bool:
         nonlocal tests
@@ -129,7 +130,7 @@ def minimize(trace: Trace, spec: str, key: str) -> Trace:
             tests += 1
             candidate = _valid(trace, repaired)
             cache[ident] = (candidate is not None and (not strict or candidate.reachability == "strict")
-                            and key in signatures(candidate, spec))
+                            and key in judge(candidate))
         return cache[ident]
 
     events = list(trace.events)
@@ -156,9 +157,12 @@ def minimize(trace: Trace, spec: str, key: str) -> Trace:
 class Triage:
     """Deduplicating store of findings for one stack under root/<stack>/."""
 
-    def __init__(self, root: Path, spec: str, label: str):
+    against = ""     # DiffTriage: the baseline's spec
+    details: dict = {}   # DiffTriage: signature key -> the first difference, for finding.json
+
+    def __init__(self, root: Path, spec: str, label: str, folder: Path | None = None):
         self.spec, self.stack_label = spec, label
-        self.folder = root / stack_folder_name(label)
+        self.folder = folder or root / stack_folder_name(label)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seen_inputs: set = set()
         self.stored: dict = {}
@@ -206,6 +210,16 @@ class Triage:
     def replay_command(self, stored: Stored) -> str:
         return f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} --stack {self.spec}"
 
+    def judge(self, trace: Trace) -> dict:
+        """signature key -> Signature of what this store keeps, for one trace."""
+        return signatures(trace, self.spec)
+
+    def reduce(self, trace: Trace, sig: Signature) -> tuple:
+        return reduce(trace, sig, self.spec)
+
+    def title(self, sig: Signature) -> str:
+        return f"{sig.stack} {sig.invariant}"
+
     def add_input(self, data: bytes, engine: str, source: str = "") -> list:
         """Triage one input; returns the Stored entries it created (findings new to the store)."""
         if data in self.seen_inputs:
@@ -213,7 +227,7 @@ class Triage:
         self.seen_inputs.add(data)
         trace = decode(data, name="fuzz")
         touched = []
-        found = signatures(trace, self.spec)
+        found = self.judge(trace)
         for key, sig in found.items():
             stored = self.stored.get(key) or self._load(key)   # another run's?
             if stored is not None:
@@ -221,8 +235,8 @@ class Triage:
                     stored.found_by.append(engine)
                     self._write_info(stored, "")
                 continue
-            small, repair = reduce(trace, sig, self.spec)
-            small.header.name = f"{sig.stack} {sig.invariant}"
+            small, repair = self.reduce(trace, sig)
+            small.header.name = self.title(sig)
             small.header.comment = (f"found by ccdiff fuzz ({engine}); minimized by delta debugging "
                                     f"from {len(trace.events)} events")
             files = {"reproducer.jsonl": dump_trace(small).encode(), "input.bin": data}
@@ -268,6 +282,10 @@ class Triage:
         info = {"stack": sig.stack, "spec": self.spec, "invariant": sig.invariant, "shape": sig.shape,
                 "events": stored.events, "found_by": stored.found_by,
                 "replay": self.replay_command(stored)}
+        if self.against:
+            info["against"] = self.against
+            if sig.key in self.details:
+                info["difference"] = self.details[sig.key]
         if source:
             info["first_input"] = source
         if stored.repair:
@@ -277,10 +295,128 @@ class Triage:
         info.update(self._reachability((into or stored.folder) / "reproducer.jsonl"))
         path = (into or stored.folder) / "finding.json"
         if path.exists() and not source:
-            info["first_input"] = json.loads(path.read_text()).get("first_input", "")
+            old = json.loads(path.read_text())
+            info["first_input"] = old.get("first_input", "")
+            if "difference" in old and "difference" not in info:
+                info["difference"] = old["difference"]
         tmp = path.with_name(f".finding.json.{os.getpid()}")
         tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
+
+
+FIELDS = ("cwnd", "ssthresh", "bytes_in_flight", "phase", "recovery_start_us", "epoch_start_us",
+          "w_max", "k_us")   # ccdiff/snapshot.py's Snapshot, in its order
+
+
+@dataclass
+class Difference:
+    """Where two builds first part on one trace."""
+    index: int          # the event
+    field: str          # a Snapshot field, or "error" (one build's adapter failed there)
+    candidate: object
+    baseline: object
+
+    def as_dict(self) -> dict:
+        return {"event_index": self.index, "field": self.field, "candidate": self.candidate,
+                "baseline": self.baseline}
+
+
+def first_difference(cand, base) -> Difference | None:
+    """Two runs of one trace differ at the first event (in trace order) where their snapshots
+    differ in any field -- exactly: the same build steps through the same integer and floating
+    point operations, so equal code gives equal values (NaN equals NaN) -- or where one stepped and the other
+    failed (an adapter error).  Fields are compared in Snapshot's order and the first one that
+    differs names the difference.  A field one build does not report (None) differs from
+    a value."""
+    a, b = cand.snapshots, base.snapshots
+    for index in range(min(len(a), len(b))):
+        x, y = a[index], b[index]
+        for name in FIELDS:
+            u, v = getattr(x, name), getattr(y, name)
+            if u != v and not (u != u and v != v):      # NaN is NaN in both
+                return Difference(index, name, u, v)
+    if len(a) != len(b):
+        index = min(len(a), len(b))
+        return Difference(index, "error", cand.error or "stepped", base.error or "stepped")
+    return None
+
+
+class DiffTriage(Triage):
+    """Differences between two builds (a candidate and a baseline) under
+    root/<candidate>/against-<baseline>/.  An input is a difference when the builds'
+    snapshots differ (first_difference), or when one violates an invariant the other does
+    not on that input; what both show is no difference.  Signatures:
+      diff--<field>--<event kind>-<candidate's phase>     the first differing event
+      diff--<invariant>-only-in-<candidate|baseline>--<event kind>-<phase>
+    Each is minimized by the same ddmin, the predicate being "still shows this difference"."""
+
+    def __init__(self, root: Path, spec: str, label: str, against: str, against_label: str):
+        folder = root / stack_folder_name(label) / ("against-" + stack_folder_name(against_label))
+        self.against, self.against_label = against, against_label
+        self.details = {}
+        self.native: list = []     # (kind, source) of inputs that crash the candidate's harness itself
+        super().__init__(root, spec, label, folder)
+
+    def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list | None:
+        """An input that crashes or hangs the candidate's harness natively is not compared (it
+        would take ccdiff down in-process); it is counted, and the caller reports it."""
+        kind, _ = native_failure(exe, env, data)
+        if kind is None:
+            return None
+        self.native.append((kind, source))
+        return []
+
+    def compare(self, trace: Trace) -> dict:
+        """signature key -> (Signature, detail dict)."""
+        result = replay(trace, [self.spec, self.against])
+        cand, base = result.runs[self.stack_label], result.runs[self.against_label]
+        kinds = _kinds(trace)
+
+        def shape(run, index):
+            phase = run.snapshots[index].phase if index < len(run.snapshots) else "error"
+            return f"{kinds[index] if index < len(kinds) else 'end'}-{phase}"
+        found = {}
+        diff = first_difference(cand, base)
+        if diff is not None:
+            sig = Signature(self.stack_label, f"diff--{diff.field}", shape(cand, diff.index))
+            found[sig.key] = (sig, dict(diff.as_dict(), event=kinds[diff.index] if diff.index < len(kinds) else "end"))
+        firsts = {}
+        for finding in result.violations:
+            firsts.setdefault((finding.stack, finding.invariant), finding)
+        for run, other, side in ((cand, base, "candidate"), (base, cand, "baseline")):
+            for (stack, invariant), finding in firsts.items():
+                if stack != run.label or (other.label, invariant) in firsts:
+                    continue
+                sig = Signature(self.stack_label, f"diff--{invariant}-only-in-{side}",
+                                shape(run, finding.event_index))
+                found.setdefault(sig.key, (sig, {"event_index": finding.event_index, "invariant": invariant,
+                                                 "only_in": run.label, "detail": finding.detail}))
+        return found
+
+    def judge(self, trace: Trace) -> dict:
+        return {key: sig for key, (sig, _) in self.compare(trace).items()}
+
+    def reduce(self, trace: Trace, sig: Signature) -> tuple:
+        """Cut after the first event showing the difference (with a margin for invariants
+        judged over a stretch), then ddmin; the detail of the smallest is kept."""
+        found = self.compare(trace)
+        start = found[sig.key][1]["event_index"] if sig.key in found else len(trace.events)
+        cut = trace
+        for stop in (start + 1, start + 65, len(trace.events)):
+            prefix = _valid(trace, trace.events[:min(stop, len(trace.events))])
+            if prefix is not None and sig.key in self.judge(prefix):
+                cut = prefix
+                break
+        small = minimize(cut, self.spec, sig.key, self.judge)
+        self.details[sig.key] = self.compare(small).get(sig.key, found.get(sig.key, (None, {})))[1]
+        return small, ""
+
+    def title(self, sig: Signature) -> str:
+        return f"{sig.stack} against {self.against_label}: {sig.invariant}"
+
+    def replay_command(self, stored: Stored) -> str:
+        return (f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} "
+                f"--stack {self.spec} --stack {self.against}")
 
 
 NATIVE_TIMEOUT_S = 10   # a harness run of one input takes milliseconds
@@ -338,4 +474,4 @@ def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:
     return trace
 
 
-__all__ = ["Triage", "Signature", "minimize", "reduce", "signatures"]
+__all__ = ["DiffTriage", "Difference", "first_difference", "Triage", "Signature", "minimize", "reduce", "signatures"]
