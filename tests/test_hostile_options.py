@@ -44,7 +44,7 @@ OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), 
            ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
              ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
-             ("sim", "set"), ("fuzz", "stack"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
+             ("sim", "set"), ("fuzz", "stack"), ("fuzz", "against"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
              ("minimize", "stack"), ("minimize", "invariant"), ("versions", "stack"), ("coverage", "stack"),
              ("bisect", "stack"), ("bisect", "invariant"), ("bisect", "good"), ("bisect", "bad"),
              # choices (walked with "nosuch-choice" like every choice), listed so a reader finds them
