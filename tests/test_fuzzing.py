@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -364,11 +365,21 @@ def test_workers_share_one_corpus_and_store_each_finding_once(tmp_path):
     (AFL++ elects one secondary as main, which imports from the rest), and one stored folder
     per signature."""
     harness(resolve(QUICHE), "afl")
-    procs = [subprocess.Popen([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
-                               "--findings", str(tmp_path), "--no-queue", "--no-report", "--time", "8s",
-                               "--worker", name],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for name in ("a", "b")]
+
+    def worker(name):
+        return subprocess.Popen([sys.executable, "-m", "ccdiff", "fuzz", "--stack", QUICHE, "--engine", "afl",
+                                 "--findings", str(tmp_path), "--no-queue", "--no-report", "--time", "8s",
+                                 "--worker", name],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # An AFL++ secondary syncs on its first cycle, then rarely: started together on a loaded
+    # machine, each could sync before the other had a queue (1 run in ~5 failed).  b starts
+    # once a's queue exists, so b's first sync has something to import.
+    procs = [worker("a")]
+    queue_a = tmp_path / QUICHE / ".work" / "afl" / "a" / "queue"
+    deadline = time.monotonic() + 120
+    while not list(queue_a.glob("id:*")) and time.monotonic() < deadline and procs[0].poll() is None:
+        time.sleep(0.2)
+    procs.append(worker("b"))
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 1, err[-3000:]
