@@ -19,12 +19,14 @@ from .flow import MDS, Flow
 RTT = 50_000
 
 
-def check(flow: Flow, perturb=None, family="cubic", provisional_loss=False) -> set:
-    """Run the oracle over the flow, optionally perturbing snapshots; return invariant ids found."""
+def run_checker(flow: Flow, perturb=None, family="cubic", **checker_options) -> list:
+    """Run the oracle over the flow, optionally perturbing snapshots; return the checker's findings.
+
+    checker_options go to Checker (loss_applied_with_ack, bdp_bytes)."""
     trace = flow.trace()
     ledger, truth = Ledger(trace.header), Truth()
     oracle = Cubic(MDS, trace.header.initial_rtt_us)
-    checker = Checker("test", MDS, family, loss_applied_with_ack=provisional_loss)
+    checker = Checker("test", MDS, family, **checker_options)
     before = None
     for index, event in enumerate(trace.events):
         ev = ledger.resolve(event)
@@ -34,7 +36,12 @@ def check(flow: Flow, perturb=None, family="cubic", provisional_loss=False) -> s
             snap = perturb(index, ev, before, snap) or snap
         checker.check(index, ev, before, snap, truth)
         before = snap
-    return {f.invariant for f in checker.finish()}
+    return checker.finish()
+
+
+def check(flow: Flow, perturb=None, family="cubic", provisional_loss=False) -> set:
+    """Run the oracle over the flow, optionally perturbing snapshots; return invariant ids found."""
+    return {f.invariant for f in run_checker(flow, perturb, family, loss_applied_with_ack=provisional_loss)}
 
 
 def flow_after_one_loss() -> Flow:
@@ -325,18 +332,7 @@ def test_reported_slow_start_above_ssthresh_is_judged_as_avoidance():
 
 
 def check_with_bdp(flow: Flow, perturb, bdp_bytes) -> set:
-    trace = flow.trace()
-    ledger, truth = Ledger(trace.header), Truth()
-    oracle = Cubic(MDS, trace.header.initial_rtt_us)
-    checker = Checker("test", MDS, "cubic", bdp_bytes=bdp_bytes)
-    before = None
-    for index, event in enumerate(trace.events):
-        ev = ledger.resolve(event)
-        truth.update(ev)
-        snap = perturb(index, ev, before, oracle.step(ev))
-        checker.check(index, ev, before, snap, truth)
-        before = snap
-    return {f.invariant for f in checker.finish()}
+    return {f.invariant for f in run_checker(flow, perturb, bdp_bytes=bdp_bytes)}
 
 
 def test_stuck_near_minimum_is_flagged():
@@ -363,20 +359,7 @@ def test_small_window_on_a_tiny_bdp_path_is_not_stuck():
 
 def checker_findings(flow: Flow, perturb=None) -> dict:
     """Like check(), but the findings themselves: invariant id -> Finding."""
-    trace = flow.trace()
-    ledger, truth = Ledger(trace.header), Truth()
-    oracle = Cubic(MDS, trace.header.initial_rtt_us)
-    checker = Checker("test", MDS, "cubic")
-    before = None
-    for index, event in enumerate(trace.events):
-        ev = ledger.resolve(event)
-        truth.update(ev)
-        snap = oracle.step(ev)
-        if perturb:
-            snap = perturb(index, ev, before, snap) or snap
-        checker.check(index, ev, before, snap, truth)
-        before = snap
-    return {f.invariant: f for f in checker.finish()}
+    return {f.invariant: f for f in run_checker(flow, perturb)}
 
 
 def first_avoidance_growth(flow: Flow) -> int:
