@@ -1,18 +1,17 @@
-"""Hypothesis runs derandomized: the same examples every run, so CI is deterministic.
-Explore more locally with: HYPOTHESIS_PROFILE=explore python3 -m pytest tests"""
+"""Shared test setup. Hypothesis runs derandomized: the same examples every run, so CI is deterministic.
+Explore more locally with: HYPOTHESIS_PROFILE=explore python3 -m pytest tests.  quiche_releases builds
+releases a test names but setup does not pin."""
 import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True, print_blob=True)
 settings.register_profile("explore", max_examples=2000, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
-
-import subprocess   # noqa: E402
-import sys          # noqa: E402
-from pathlib import Path   # noqa: E402
-
-import pytest       # noqa: E402
 
 
 @pytest.fixture(scope="session")
