@@ -69,10 +69,77 @@ def fetch(url: str, sha256: str) -> Path:
 
 
 def unpack(archive: Path, dest: Path) -> None:
+    """A tarball (crates.io, PyPI), or a Debian .deb: an ar archive whose data.tar.* member
+    is the package's file tree (the linux stack's kernel source tarball sits in it)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    with tarfile.open(archive) as tar:
+    if archive.suffix == ".deb":
+        with _deb_data(archive) as data:
+            _extract_tar(archive, tarfile.open(fileobj=data), dest)
+        return
+    _extract_tar(archive, tarfile.open(archive), dest)
+
+
+@contextlib.contextmanager
+def _deb_data(archive: Path):
+    """The data.tar.* member of a .deb (ar format: an 8-byte magic, then 60-byte headers,
+    each member padded to an even length), as a file object over that byte range."""
+    with open(archive, "rb") as fh:
+        if fh.read(8) != b"!<arch>\n":
+            raise SetupError(f"{archive.name}: not a Debian package (no ar header)")
+        while True:
+            header = fh.read(60)
+            if len(header) < 60:
+                raise SetupError(f"{archive.name}: no data.tar member")
+            name = header[:16].decode("ascii", "replace").strip().rstrip("/")
+            try:
+                size = int(header[48:58].decode("ascii").strip())
+            except ValueError:
+                raise SetupError(f"{archive.name}: malformed ar header") from None
+            if name.startswith("data.tar"):
+                start = fh.tell()
+                yield _Slice(fh, start, size)
+                return
+            fh.seek(size + (size & 1), os.SEEK_CUR)
+
+
+class _Slice:
+    """Read-only window [start, start + size) of an open file, for tarfile."""
+
+    def __init__(self, fh, start: int, size: int):
+        self.fh, self.start, self.size, self.pos = fh, start, size, 0
+
+    def read(self, n: int = -1) -> bytes:
+        left = self.size - self.pos
+        n = left if n is None or n < 0 else min(n, left)
+        self.fh.seek(self.start + self.pos)
+        data = self.fh.read(n)
+        self.pos += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.pos, 2: self.size}[whence]
+        self.pos = max(0, min(self.size, base + offset))
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _extract_tar(archive: Path, tar: tarfile.TarFile, dest: Path) -> None:
+    with tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(dest, filter="data")  # "data" refuses links and paths outside dest
         else:  # Python < 3.11.4 (Debian bookworm's 3.11.2, the container images' python3)

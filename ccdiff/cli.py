@@ -14,7 +14,7 @@ from .cli_help import HelpFormatter, Once, add_command
 from .errors import SetupError
 from .output import read_json_input, write_json, write_text_atomic
 from .trace import TraceError, load_trace
-from .trace_stream import StreamedTrace
+from .trace_stream import StreamedTrace, open_trace
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -28,10 +28,107 @@ examples:
   ccdiff validate examples/idle-restart.jsonl
   ccdiff build all && ccdiff stacks
   ccdiff decode fuzz/vectors/basic.bin > basic.jsonl
+  ccdiff import tests/fixtures/qlog/aioquic-cubic-random-loss.qlog -o real.jsonl
+  ccdiff fidelity tests/fixtures/qlog/aioquic-cubic-random-loss.qlog --stack oracle --out fid
 
 exit codes: 0 no finding, 1 findings (violations), 2 bad input or setup.
 docs: docs/trace-format.md, docs/invariants.md, docs/adapters.md
 """
+
+
+def cmd_import(args) -> int:
+    from .qlog_import import describe, import_qlog
+    if args.output:
+        buffer = _TraceFile(args.output)
+        with buffer:
+            summary = import_qlog(args.qlog, buffer.write, args.all_spaces)
+    else:
+        summary = import_qlog(args.qlog, sys.stdout.write, args.all_spaces)
+    where = f" -> {args.output}" if args.output else ""
+    lines = describe(summary)
+    print(f"{args.qlog}{where}: {lines[0]}", file=sys.stderr)
+    for line in lines[1:]:
+        print(f"  {line}", file=sys.stderr)
+    if args.json:
+        write_json(args.json, summary.to_dict())
+    if args.scenario:
+        from .qlog_import import QlogTrace
+        from .qlog_scenario import derive, to_toml
+        from .sim.scenario import load_scenario
+        stem = Path(args.qlog).name.rsplit(".", 1)[0]
+        name = "real-" + re.sub(r"[^A-Za-z0-9_-]+", "-", stem)
+        write_text_atomic(args.scenario, to_toml(derive(QlogTrace(args.qlog), name, Path(args.qlog).name)))
+        if Path(args.scenario).is_file():
+            load_scenario(args.scenario)          # what ccdiff sim / conform will read
+        print(f"scenario: {args.scenario}  (ccdiff sim {args.scenario} --stack SPEC)", file=sys.stderr)
+    return EXIT_OK
+
+
+class _TraceFile:
+    """Lines written to a temporary file beside the output, renamed into place only when
+    the import succeeds: a failed import leaves no half trace (ccdiff/output.py's rule)."""
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+        self.fh = None
+        self.tmp = None
+
+    def __enter__(self):
+        import os
+        import tempfile
+        if self.path.exists() and not self.path.is_file():
+            try:
+                self.fh = open(self.path, "w", encoding="utf-8")
+            except OSError as exc:
+                raise SetupError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+            return self
+        try:
+            fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent or ".")
+        except OSError as exc:
+            raise SetupError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        self.fh = os.fdopen(fd, "w", encoding="utf-8")
+        return self
+
+    def write(self, text: str) -> None:
+        try:
+            self.fh.write(text)
+        except OSError as exc:
+            raise SetupError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def __exit__(self, kind, exc, tb):
+        import os
+        try:
+            self.fh.close()
+            if self.tmp is not None:
+                if kind is None:
+                    os.replace(self.tmp, self.path)
+                else:
+                    os.unlink(self.tmp)
+        except OSError as error:
+            if self.tmp is not None and os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+            if kind is None:
+                raise SetupError(f"cannot write {self.path}: {error.strerror or error}") from None
+        return False
+
+
+def cmd_fidelity(args) -> int:
+    from .fidelity import diverges, fidelity, plot, summary_lines
+    result = fidelity(args.qlog, args.stack, keep_series=bool(args.out))
+    for line in summary_lines(result):
+        print(line)
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SetupError(f"--out {out}: cannot create the folder: {exc.strerror or exc}") from None
+        plot(result, out / "fidelity.png")
+        write_json(out / "fidelity.json", result)
+        print(f"wrote {out / 'fidelity.json'} and {out / 'fidelity.png'}", file=sys.stderr)
+    if args.json:
+        write_json(args.json, {k: v for k, v in result.items() if k != "series"})
+    return EXIT_FINDINGS if diverges(result) else EXIT_OK
 
 
 def _console():
@@ -57,7 +154,7 @@ def cmd_validate(args) -> int:
 def cmd_replay(args) -> int:
     from .replay import finding_dicts, reachability_fields, replay
     from .report_terminal import print_replay
-    trace = StreamedTrace(args.trace)   # validated whole here; replay reads it again
+    trace = open_trace(args.trace)   # a trace or a qlog; validated whole here, read again by replay
     specs = args.stack or ["oracle"]
     if args.build:
         from .build import ensure_built
@@ -85,7 +182,8 @@ def cmd_replay(args) -> int:
 
 
 def _isolation(args):
-    """--isolate: native stacks run in a child server; a crash or hang becomes a finding."""
+    """--isolate: adapter stacks (native and Python) run in a child server; a crash or hang
+    becomes a finding."""
     if not args.isolate:
         return contextlib.nullcontext()
     from .isolation import isolated
@@ -105,7 +203,8 @@ def _add_qlog_option(p) -> None:
 
 def _add_isolation_options(p) -> None:
     p.add_argument("--isolate", action="store_true",
-                   help="run native stacks in a child process: a crash or a hang becomes that "
+                   help="run every adapter stack (native libraries and in-process Python adapters "
+                        "such as aioquic) in a child process: a crash or a hang becomes that "
                         "stack's adapter-error finding and the run goes on")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="with --isolate: give up on a stack that does not answer within S seconds "
@@ -323,8 +422,14 @@ class StackSpecs(argparse.Action):
 
 def cmd_conform(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from .conform import (cpu_count, default_stacks, earlier_outputs, exit_code, print_summary,
-                          remove_stale_outputs, run_conform, with_controls, write_outputs)
+    from .conform import cpu_count, default_stacks, earlier_outputs, run_conform, with_controls
+    shard = None
+    if args.shard is not None:
+        from .shard import parse_shard
+        shard = parse_shard(args.shard)
+        if args.baseline:
+            raise SetupError("--baseline compares the whole matrix: give it to `ccdiff merge`, not to "
+                             "one --shard")
     scenarios = _scenario_list(args.scenarios)
     stacks = with_controls(args.stacks or default_stacks())
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -336,9 +441,15 @@ def cmd_conform(args) -> int:
         from .build import ensure_built
         for spec in stacks:
             ensure_built(spec)
+    run = None
+    if shard is not None:      # what every shard of this run must share, read before it starts
+        from .shard import run_identity
+        run = run_identity(stacks, scenarios, seeds, traces=args.traces, timeout_s=args.timeout or None,
+                           report=args.report, qlog_schema=args.qlog_schema)
     earlier = earlier_outputs(args.out)   # what a run before this one wrote into OUT
     jobs = args.jobs or cpu_count()
-    total = len(stacks) * len(scenarios) * len(seeds)
+    from .shard import in_shard
+    total = sum(in_shard(i, shard) for i in range(len(stacks) * len(scenarios) * len(seeds)))
     from rich.console import Console
     err = Console(stderr=True, highlight=False)
     with Progress(TextColumn("conform"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[bad]}"),
@@ -351,42 +462,77 @@ def cmd_conform(args) -> int:
             bar.update(task, advance=1, bad=f"{failed[0]} not passing" if failed[0] else "")
         try:
             summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout or None,
-                                  progress, fresh=args.fresh)
+                                  progress, fresh=args.fresh, shard=shard)
         except KeyboardInterrupt:
             print(f"interrupted: finished cases are kept in {args.out}/cases.jsonl; run the same "
                   "command again to resume", file=sys.stderr)
             raise
+    # A shard's reports are the merge's: one report per failing stack over every scenario.
+    code = write_conform_outputs(summary, args.out, stacks, earlier, report=args.report and shard is None,
+                                 traces=args.traces, qlog_schema=args.qlog_schema, baseline=baseline,
+                                 baseline_path=args.baseline, tolerance=args.tolerance)
+    if shard is not None:
+        from .shard import write_marker
+        marker = write_marker(args.out, shard, run, summary)    # last: the shard is complete
+        print(f"shard {shard[0]}/{shard[1]} complete: {marker} (join the shards with "
+              f"`ccdiff merge DIR... --out OUT`)", file=sys.stderr)
+    return code
+
+
+def write_conform_outputs(summary: dict, out: str, stacks: list, earlier: tuple, *, report: bool, traces: str,
+                          qlog_schema: str, baseline, baseline_path: str | None, tolerance: float) -> int:
+    """The end of `conform` and of `merge`: summary.json, junit.xml, the reports of failing
+    stacks, stale outputs of an earlier run removed, the overview; the terminal summary and
+    regressions.  Returns the exit code."""
+    from .conform import exit_code, print_summary, remove_stale_outputs, write_outputs
     regressions = None
-    if args.baseline:
+    if baseline is not None:
         from .conform import compare
-        regressions = compare(summary, baseline, args.tolerance)
+        regressions = compare(summary, baseline, tolerance)
         summary["regressions"] = regressions
-    write_outputs(summary, args.out)
+    write_outputs(summary, out)
     from .report_terminal import print_wrapped
     console = _console()
     print_summary(console, summary)
-    print(f"wrote {args.out}/summary.json and {args.out}/junit.xml", file=sys.stderr)
+    print(f"wrote {out}/summary.json and {out}/junit.xml", file=sys.stderr)
     reports = []
-    if args.report and args.traces != "none":
+    if report and traces != "none":
         from .conform import report_failures
-        reports = report_failures(summary, args.out, stacks, args.qlog_schema)
+        reports = report_failures(summary, out, stacks, qlog_schema)
         for folder in reports:
             print(f"report: {folder}/index.html", file=sys.stderr)
-    for path in remove_stale_outputs(args.out, earlier, summary, reports):
+    for path in remove_stale_outputs(out, earlier, summary, reports):
         print(f"removed {path} (an earlier run's, not produced by this one)", file=sys.stderr)
     # Again now that the reports exist and stale ones are gone: its links point at this run's pages.
     from .conform import write_overview
-    overview = write_overview(summary, args.out)
+    overview = write_overview(summary, out)
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""
             print_wrapped(console, f"regression {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}",
                           style="red")
-        console.print(f"{len(regressions)} regressions against {args.baseline}")
+        console.print(f"{len(regressions)} regressions against {baseline_path}")
     print(f"overview: {overview}", file=sys.stderr)      # last line: the one page to open
     if regressions is not None:
         return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if regressions else EXIT_OK
     return exit_code(summary)
+
+
+def cmd_merge(args) -> int:
+    from .conform import earlier_outputs
+    from .merge import merge_shards
+    baseline = read_json_input(args.baseline, "baseline") if args.baseline else None
+    if baseline is not None:   # refused before anything is written, as in conform
+        from .conform import compare
+        compare({"cases": [], "cells": []}, baseline, args.tolerance)
+    merged = merge_shards(args.shards, args.out, check_builds=args.report)
+    earlier = earlier_outputs(args.out)
+    merged.copy_traces(args.out)
+    arguments = merged.run["arguments"]
+    return write_conform_outputs(merged.summary, args.out, arguments["stacks"], earlier,
+                                 report=args.report and arguments["report"], traces=arguments["traces"],
+                                 qlog_schema=arguments["qlog_schema"], baseline=baseline,
+                                 baseline_path=args.baseline, tolerance=args.tolerance)
 
 
 SIM_CONTROLS = ("oracle", "oracle-reno")   # the CUBIC reference and the Reno control
@@ -463,16 +609,68 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_replay, _add_matrix, _add_report, _add_validate, _add_stacks, _add_build,
-                _add_decode, _add_minimize, _add_serve, _add_serve_reports, _add_conform, _add_sim,
-                _add_scenarios, _add_coverage):
+                _add_decode, _add_minimize, _add_serve, _add_serve_reports, _add_conform, _add_merge,
+                _add_sim, _add_scenarios, _add_coverage, _add_import, _add_fidelity):
         add(sub)
     from .fuzzing.command import add_parser as add_fuzz_parser
     add_fuzz_parser(sub)
+    from .fuzzing.triage_dir import add_parser as add_fuzz_triage_parser
+    add_fuzz_triage_parser(sub)
     from .check_harness import add_parser as add_check_harness_parser
     add_check_harness_parser(sub)
     from .versions_cli import add_parsers as add_versions_parsers
     add_versions_parsers(sub)
     return parser
+
+
+def _add_import(sub) -> None:
+    p = add_command(sub, "import", summary="turn a qlog of a real connection into a trace (docs/qlog-import.md)",
+                    description="Read a qlog (qlog 0.3 JSON or JSON-SEQ .sqlog; transport:/recovery: or the "
+                                "current draft's quic: names) of a real connection, from the sender's side, "
+                                "and write the ccdiff trace of its application data space: packets in "
+                                "flight sent, ACK frames received (the packets each newly acknowledges, ack "
+                                "delay, ECN-CE), packets declared lost, persistent congestion and the "
+                                "application's idle periods where the log says so, each event with the "
+                                "stack's own logged cwnd / ssthresh / bytes in flight beside it. Streams: "
+                                "any length in bounded memory. A malformed or truncated qlog, or one that "
+                                "lacks what a trace needs (e.g. packet sizes), exits 2 naming the line and "
+                                "the field. `ccdiff replay` and `ccdiff fidelity` also take a qlog directly.",
+                    examples=["ccdiff import tests/fixtures/qlog/aioquic-cubic-random-loss.qlog -o real.jsonl",
+                              "ccdiff import server.sqlog | ccdiff validate /dev/stdin",
+                              "ccdiff replay tests/fixtures/qlog/aioquic-cubic-idle.qlog --stack oracle",
+                              "ccdiff import tests/fixtures/qlog/aioquic-cubic-blackout.qlog -o /dev/null "
+                              "--scenario real.toml && ccdiff sim real.toml --stack oracle"])
+    p.add_argument("qlog", metavar="QLOG", help="qlog file (.qlog JSON or .sqlog JSON-SEQ)")
+    p.add_argument("-o", "--output", metavar="TRACE", help="write the trace here (default: stdout)")
+    p.add_argument("--json", metavar="FILE", help="also write what the import did (counts, left out) as JSON")
+    p.add_argument("--scenario", metavar="TOML",
+                   help="also write a closed-loop scenario with this connection's network conditions (min "
+                        "RTT, jitter, loss by send time, blackouts, idle bursts) for ccdiff sim / conform")
+    p.add_argument("--all-spaces", action="store_true",
+                   help="also import the Initial and Handshake packets, every packet renumbered in send "
+                        "order (the trace has one packet number space); default: the application data "
+                        "space only, with the log's packet numbers. fidelity always imports them all: the "
+                        "stack's controller saw them")
+    p.set_defaults(func=cmd_import)
+
+
+def _add_fidelity(sub) -> None:
+    p = add_command(sub, "fidelity", summary="does a stack's adapter reproduce the stack's own qlog?",
+                    description="Import a qlog (as `ccdiff import`), replay it through the stack's adapter "
+                                "and compare, after each settled point (the last event of one instant), the "
+                                "adapter's cwnd, ssthresh and bytes in flight with what the stack itself "
+                                "logged: agreement rate per metric and the first divergence with both values "
+                                "and the qlog line. Exit 0 when everything agrees, 1 on a divergence, 2 on "
+                                "errors (docs/qlog-import.md).",
+                    examples=["ccdiff fidelity tests/fixtures/qlog/aioquic-cubic-random-loss.qlog --stack oracle",
+                              "ccdiff fidelity tests/fixtures/qlog/aioquic-reno-random-loss.qlog --stack oracle-reno "
+                              "--out reports/fidelity-reno"])
+    p.add_argument("qlog", metavar="QLOG", help="qlog file of the stack's own connection")
+    p.add_argument("--stack", required=True, metavar="SPEC", action=Once,
+                   help="the adapter to check, e.g. oracle, oracle-reno, quiche@0.30.0")
+    p.add_argument("--out", metavar="DIR", help="write fidelity.json (with the series) and fidelity.png there")
+    p.add_argument("--json", metavar="FILE", help="write the comparison (without the series) as JSON")
+    p.set_defaults(func=cmd_fidelity)
 
 
 def _add_coverage(sub) -> None:
@@ -484,11 +682,12 @@ def _add_coverage(sub) -> None:
                                 "coverage of the controller's own files per input set, with every line "
                                 "never run as an upstream permalink (docs/coverage.md). C stacks: gcc --coverage "
                                 "and gcov, lines and branches; Rust stacks: -C instrument-coverage and "
-                                "llvm-profdata/llvm-cov of rustc's LLVM version, lines only.",
+                                "llvm-profdata/llvm-cov of rustc's LLVM version, lines only; Python stacks (aioquic): "
+                                "coverage.py in the replaying process, lines and branches.",
                     examples=["ccdiff coverage ngtcp2",
                               "ccdiff coverage picoquic --examples --json picoquic-coverage.json",
                               "ccdiff coverage ngtcp2 --scenarios --seeds 1 --out reports/coverage-ngtcp2"])
-    p.add_argument("stack", metavar="STACK", help="ngtcp2, picoquic, quiche or quinn (name[@version])")
+    p.add_argument("stack", metavar="STACK", help="ngtcp2, picoquic, quiche, quinn, aioquic or linux (name[@version])")
     p.add_argument("--examples", action="store_true", help="run examples/*.jsonl")
     p.add_argument("--scenarios", action="store_true", help="run every scenario in the closed loop")
     p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per scenario (default 3)")
@@ -540,8 +739,10 @@ def _add_replay(sub) -> None:
                     examples=["ccdiff replay examples/death-spiral.jsonl --stack oracle "
                               "--stack oracle:idle=last-send",
                               "ccdiff replay examples/death-spiral.jsonl --stack quiche@0.26.0 "
-                              "--report reports/death-spiral"])
-    p.add_argument("trace", help="trace file (.jsonl), see docs/trace-format.md")
+                              "--report reports/death-spiral",
+                              "ccdiff replay tests/fixtures/qlog/aioquic-cubic-blackout.qlog --stack oracle"])
+    p.add_argument("trace", help="trace file (.jsonl, docs/trace-format.md), or a qlog (.qlog/.sqlog, "
+                                 "imported as `ccdiff import` does)")
     p.add_argument("--stack", action=StackSpecs, metavar="SPEC", help=STACK_HELP + "; default: oracle")
     p.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
@@ -720,8 +921,38 @@ def _add_conform(sub) -> None:
     p.add_argument("--no-report", dest="report", action="store_false",
                    help="skip the HTML reports of failing stacks (DIR/report/<stack>/, from the first "
                         "failing seed of each scenario)")
+    p.add_argument("--shard", metavar="K/N",
+                   help="run only the K-th of N parts of the matrix (1-based; case i of the ordered "
+                        "matrix is shard (i mod N)+1's) and write DIR/shard.json last; no reports: "
+                        "`ccdiff merge` joins the N folders and writes them (docs/sharding.md)")
     _add_qlog_option(p)
     p.set_defaults(func=cmd_conform)
+
+
+def _add_merge(sub) -> None:
+    p = add_command(sub, "merge", summary="join the shards of a `conform --shard K/N` run",
+                    description="Join the N shard folders of one `ccdiff conform --shard K/N` run into one "
+                                "conform output: summary.json, junit.xml, index.html, traces/ and the reports "
+                                "of failing stacks, byte-identical to `ccdiff conform` run unsharded with the "
+                                "same arguments and the same --out. Refuses (exit 2, one line) shards of "
+                                "different arguments, scenario files, stack builds or ccdiff, a missing or "
+                                "duplicated shard, a half-written shard folder, and an --out that is or "
+                                "overlaps an input. Exit codes as conform: 0 all pass, 1 failures (or "
+                                "regressions with --baseline), 2 errors.",
+                    examples=["ccdiff conform --seeds 100 --shard 2/3 --out shards/2     # on runner 2 of 3",
+                              "ccdiff merge shards/1 shards/2 shards/3 --out reports/conform",
+                              "ccdiff merge shards/* --out reports/conform --baseline last/summary.json"])
+    p.add_argument("shards", nargs="+", metavar="DIR", help="the shard folders (each one's conform --out)")
+    p.add_argument("--out", default="reports/conform", metavar="DIR",
+                   help="output folder, as conform's (default reports/conform); never one of the inputs")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="an earlier summary.json: exit 1 only on regressions, as `conform --baseline`")
+    p.add_argument("--tolerance", type=float, default=0.05, metavar="X",
+                   help="pass-rate drop that counts as a regression when seed sets differ (default 0.05)")
+    p.add_argument("--no-report", dest="report", action="store_false",
+                   help="skip the HTML reports of failing stacks even if the shards' run asked for them "
+                        "(then the stacks need not be built where merge runs)")
+    p.set_defaults(func=cmd_merge)
 
 
 def _add_sim(sub) -> None:
@@ -828,6 +1059,9 @@ def main(argv=None) -> int:
     for arg in sys.argv[1:] if argv is None else argv:
         if "\0" in arg:
             parser.error(f"argument {arg!r} contains a NUL byte")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["fuzz", "triage"]:      # `ccdiff fuzz triage DIR` is the fuzz-triage command
+        argv[:2] = ["fuzz-triage"]
     args = parser.parse_args(argv)
     check_numbers(parser, args)
     try:

@@ -12,6 +12,8 @@ error for that case only and the worker is replaced.  Results are written as
   index.html     the overview: pass rate, completion and impact per stack x scenario,
                  each failing seed linked to its finding page (ccdiff/report/overview.py)
   report/<stack>/  the HTML report of each failing stack
+  shard.json     with --shard K/N only, written last: what this part of the matrix is
+                 (ccdiff/shard.py); `ccdiff merge` joins the N parts (ccdiff/merge.py)
 
 Every scenario also runs the Reno controls: oracle-reno and the Reno alias of
 each stack.  Exit codes: 0 all pass, 1 failures, 2 errors.
@@ -45,8 +47,9 @@ SUMMARY_METRICS = ("completion_us", "min_window_us", "recovery_transitions", "go
 OVERVIEW = "index.html"
 # Everything conform writes into OUT.  summary.json, junit.xml and the overview are
 # rewritten whole by every run; traces/ and report/ are pruned by remove_stale_outputs to
-# what the earlier run's own records name; nothing else in OUT is ever touched.
-OWNED = ("summary.json", "junit.xml", "cases.jsonl", OVERVIEW, "traces", "report")
+# what the earlier run's own records name; shard.json (ccdiff/shard.py) is removed when a
+# run starts and written last by a shard; nothing else in OUT is ever touched.
+OWNED = ("summary.json", "junit.xml", "cases.jsonl", OVERVIEW, "traces", "report", "shard.json")
 
 
 def split_label(item: str) -> tuple:
@@ -226,8 +229,9 @@ class _Pool:
 # -- the matrix ----------------------------------------------------------------
 def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None = None, jobs: int = 2,
                 keep_traces: str = "failing", timeout_s: float | None = None, progress=None,
-                fresh: bool = False) -> dict:
-    """Run the matrix; returns the summary document (see write_outputs)."""
+                fresh: bool = False, shard: tuple[int, int] | None = None) -> dict:
+    """Run the matrix, or with shard=(K, N) its K-th of N parts (ccdiff/shard.py); returns
+    the summary document of the cases run (see write_outputs)."""
     recipes = load_recipes()
     targets = [_target(item, recipes) for item in stacks]
     labels = [t.label for t in targets]
@@ -251,18 +255,22 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
             raise SetupError(f"{target.recipe.name}@{target.version} was built from an older adapter "
                              f"(implementations/{target.recipe.name}/ changed since); run: "
                              f"ccdiff build {target.recipe.name}@{target.version}")
+    from .shard import in_shard, matrix_order
     cases, keys = [], []
-    for scenario in scenarios:
-        for label, item in zip(labels, stacks):
-            for seed in seeds:
-                keys.append((scenario.name, label, seed))
-                cases.append((len(cases), scenario, item, seed, out_dir, keep_traces))
+    # The whole matrix, in the order every shard shares; a shard keeps its own indices.
+    for index, (s, t, seed) in enumerate(matrix_order(len(scenarios), len(stacks), seeds)):
+        keys.append((scenarios[s].name, labels[t], seed))
+        cases.append((index, scenarios[s], stacks[t], seed, out_dir, keep_traces))
+    mine = [i for i in range(len(cases)) if in_shard(i, shard)]
     results = [None] * len(cases)
+    if out_dir:          # from here on OUT is not a finished shard until write_marker
+        from .shard import clear_marker
+        clear_marker(out_dir)
     journal = Journal(out_dir, fresh) if out_dir else None
-    prints = [_fingerprint(scenario, item, targets[labels.index(label)], seed, keep_traces)
-              for (_, scenario, item, seed, _, _), (_, label, _) in zip(cases, keys)]
+    prints = {i: _fingerprint(cases[i][1], cases[i][2], targets[labels.index(keys[i][1])], cases[i][3], keep_traces)
+              for i in mine}
     todo = []
-    for case, key, fingerprint in zip(cases, keys, prints):
+    for case, fingerprint in ((cases[i], prints[i]) for i in mine):
         kept = journal.get(fingerprint) if journal else None
         if kept is not None and kept.get("trace") and not (Path(out_dir) / kept["trace"]).is_file():
             kept = None            # the trace it claims was removed since: run it again
@@ -289,7 +297,7 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
     finally:
         if journal:
             journal.close()
-    return summarize(labels, [s.name for s in scenarios], seeds, results)
+    return summarize(labels, [s.name for s in scenarios], seeds, [results[i] for i in mine])
 
 
 def replay_command(scenario, spec: str, seed: int) -> str:

@@ -11,9 +11,14 @@ and cleared before the next set.  "all" is the union of the sets.
 Only the controller's own files are reported (CONTROLLER_FILES); the adapter and
 the files the adapter links only to satisfy symbols are not.  The Rust stacks build with
 -C instrument-coverage and are read with llvm-profdata/llvm-cov of rustc's own LLVM
-major version (rust_tools); stable rustc gives lines, no branch counters."""
+major version (rust_tools); stable rustc gives lines, no branch counters.  A Python stack
+(aioquic) runs in process: its build is the ordinary one (build.sh copies the pinned
+modules unmodified), and the child process measures the copied controller modules with
+coverage.py (the `coverage` package, branch=True); lines are coverage.py's statements,
+branches its arcs out of a line that has more than one destination."""
 from __future__ import annotations
 
+import ast
 import fcntl
 import gzip
 import json
@@ -39,7 +44,27 @@ CONTROLLER_FILES = {
                "src/recovery/congestion/hystart.rs", "src/recovery/congestion/mod.rs",
                "src/recovery/congestion/prr.rs"),
     "quinn": ("src/congestion/cubic.rs", "src/congestion/new_reno.rs"),
+    # Relative to the kernel tree that build.sh extracts from the .deb's tarball
+    # (<coverage folder>/work/kernel/linux-source-<v>/, EXTRACTED_TREES): the pinned
+    # source root holds only the tarball.  What is compiled are copies (COMPILED_COPIES).
+    "linux": ("net/ipv4/tcp_cubic.c", "net/ipv4/tcp_cong.c"),
+    # The pinned sdist's congestion modules; build.sh copies them unmodified to
+    # <build>/upstream/aioquic/quic/congestion/, which is what runs (PYTHON_COPIES).
+    "aioquic": ("src/aioquic/quic/congestion/cubic.py", "src/aioquic/quic/congestion/reno.py",
+                "src/aioquic/quic/congestion/base.py"),
+    "s2n-quic": ("src/recovery/cubic.rs", "src/recovery/hybrid_slow_start.rs", "src/recovery/pacing.rs"),
 }
+# Stacks whose pinned source is an archive inside the download: the tree build.sh
+# extracts the controller files into, relative to the coverage folder (a glob, one match).
+EXTRACTED_TREES = {"linux": "work/kernel/linux-source-*"}
+# Files build.sh compiles as copies of pinned files (relative to the coverage folder) ->
+# the pinned file; gcov's lines of the copy are mapped back with a line diff (_line_map).
+# linux: tcp_cubic.c whole, and tcp_cong.c's block from tcp_slow_start to tcp_reno.
+COMPILED_COPIES = {"linux": {"work/gen/tcp_cubic.c": "net/ipv4/tcp_cubic.c",
+                             "work/gen/tcp_cong_part.c": "net/ipv4/tcp_cong.c"}}
+# A Python stack's copy of a controller file, relative to its build folder: the pinned
+# path with its leading "src/" replaced by "upstream/" (implementations/aioquic/build.sh).
+PYTHON_COPIES = {"aioquic": ("src/", "upstream/")}
 # Whole functions of the controller files that no ccdiff input can run, and why
 # (docs/coverage.md has the line-level list).  Reported apart: "driven" coverage
 # leaves them out; the plain numbers do not.
@@ -68,6 +93,15 @@ NOT_DRIVEN = {
         "<quiche::recovery::congestion::Congestion>::send_quantum": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
         "<quiche::recovery::congestion::Congestion>::congestion_window": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
     },
+    "linux": {
+        "tcp_reno_undo_cwnd": "undo_cwnd (CUBIC's and Reno's): the adapter does not mirror Linux's undo on DSACK / timestamp evidence (docs/entry-points.md)",
+        "cubictcp_unregister": "module exit: tcp_cubic is never unloaded",
+    },
+    "aioquic": {
+        "CubicCongestionControl.get_log_data": "qlog only (QuicPacketRecovery._log_metrics_updated); the adapter reads the fields itself",
+        "QuicCongestionControl.get_log_data": "qlog only (QuicPacketRecovery._log_metrics_updated); the adapter reads the fields itself",
+        "create_congestion_control": "QuicPacketRecovery's lookup by name; the adapter constructs the registered class directly (adapter.py:179-182)",
+    },
     "quinn": {
         "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
         "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
@@ -80,6 +114,14 @@ NOT_DRIVEN = {
         "<quinn_proto::congestion::new_reno::NewRenoConfig>::loss_reduction_factor": "config builder setters, not called by the adapter (defaults)",
         "<quinn_proto::congestion::cubic::CubicConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
         "<quinn_proto::congestion::new_reno::NewRenoConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
+    },    "s2n-quic": {
+        "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::on_packet_discarded::<_>": "called when the Initial or Handshake packet number space is discarded (s2n-quic-transport recovery/manager.rs:801-826); ccdiff traces are ApplicationData only",
+        "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::earliest_departure_time": "the pacer's output, read by s2n's transmission scheduler; ccdiff's sender does not pace (profile pacing-not-simulated)",
+        "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::requires_fast_retransmission": "read by s2n's transmission scheduler to send one packet past the window in recovery; not a controller input",
+        "<s2n_quic_core::recovery::cubic::Endpoint as s2n_quic_core::recovery::congestion_controller::Endpoint>::new_congestion_controller": "the endpoint factory s2n's connection calls; the adapter constructs the controller directly (CubicCongestionController::new)",
+        "<s2n_quic_core::recovery::cubic::builder::Builder>::with_initial_congestion_window": "endpoint builder setter, not called by the adapter (default settings)",
+        "<s2n_quic_core::recovery::cubic::builder::Builder>::build": "endpoint builder, not called by the adapter (default settings)",
+        "<s2n_quic_core::recovery::pacing::Pacer>::earliest_departure_time": "the pacer's output (see earliest_departure_time above)",
     },
 }
 SETS = ("examples", "scenarios", "corpus")
@@ -88,6 +130,18 @@ GCOV_LDFLAGS = "--coverage"
 RUST_FLAGS = "-C instrument-coverage"     # stable rustc: line (region) coverage, no branch counters
 RUST_TARGET = "x86_64-unknown-linux-gnu"
 DEFAULT_SEEDS = 3
+PYCOV_DATA = "pycov.data"       # coverage.py's data file in the coverage folder
+PYCOV_PIN = "coverage==7.17.3"  # pyproject.toml's test extra
+
+
+def coverage_module():
+    """The coverage.py package, or one clear error saying how to install it."""
+    try:
+        import coverage as module
+    except ImportError:
+        raise SetupError(f"Python coverage needs the coverage package (coverage.py): pip install '{PYCOV_PIN}' "
+                         "(or pip install -e '.[test]')") from None
+    return module
 
 
 def coverage_dir() -> Path:
@@ -140,11 +194,11 @@ def build(target: Target, log=None) -> Path:
     if pin is None:
         raise SetupError(f"{target.label}: coverage builds pinned versions only")
     out = coverage_dir() / recipe.name / version
-    library = out / LIBRARY_NAME
+    library = out / recipe.artifact_name
     info_path = out / "build-info.json"
-    rust = recipe.language == "rust"
-    made_of = {"recipe": recipe_digest(recipe), "sha256": pin["sha256"], "coverage": True,
-               **({"rustflags": RUST_FLAGS} if rust else {"cflags": GCOV_CFLAGS})}
+    rust, python = recipe.language == "rust", recipe.language == "python"
+    how = {"rustflags": RUST_FLAGS} if rust else {"measure": "coverage.py"} if python else {"cflags": GCOV_CFLAGS}
+    made_of = {"recipe": recipe_digest(recipe), "sha256": pin["sha256"], "coverage": True, **how}
     try:
         info = json.loads(info_path.read_text())
     except (OSError, ValueError):
@@ -154,7 +208,7 @@ def build(target: Target, log=None) -> Path:
     if out.resolve() == recipe.build_folder(version).resolve():
         raise SetupError(f"the coverage folder {out} is the normal build's: set CCDIFF_COVERAGE_BUILD_DIR")
     if log:
-        how = RUST_FLAGS if rust else "gcc --coverage"
+        how = RUST_FLAGS if rust else "its own build.sh (measured with coverage.py)" if python else "gcc --coverage"
         log(f"building {target.recipe.name}@{version} with {how} into {out}")
     src = out / "src"
     if not (src / ".unpacked").exists() or (src / ".unpacked").read_text().strip() != pin["sha256"]:
@@ -166,6 +220,8 @@ def build(target: Target, log=None) -> Path:
                CCDIFF_SANITIZE="0")
     if rust:   # naming the target keeps the flags off build scripts and proc macros (as the fuzz builds)
         env.update(RUSTFLAGS=RUST_FLAGS, CARGO_BUILD_TARGET=RUST_TARGET)
+    elif python:   # nothing to instrument: coverage.py measures the copied modules at run time
+        pass
     else:
         env.update(CC="gcc", CCDIFF_EXTRA_CFLAGS=GCOV_CFLAGS, CCDIFF_EXTRA_LDFLAGS=GCOV_LDFLAGS)
     build_log = out / "build.log"
@@ -183,6 +239,13 @@ def build(target: Target, log=None) -> Path:
 
 def source_root(target: Target) -> Path:
     pin = target.recipe.versions[target.version]
+    tree = EXTRACTED_TREES.get(target.recipe.name)
+    if tree:
+        hits = sorted(_folder(target).glob(tree))
+        if len(hits) != 1:
+            raise SetupError(f"{target.label}: expected one {tree} in {_folder(target)} (its build.sh extracts "
+                             f"the controller files there), found {len(hits)}")
+        return hits[0]
     return coverage_dir() / target.recipe.name / target.version / "src" / pin.get("subdir", "")
 
 
@@ -240,7 +303,11 @@ def _run_set(target: Target, inputs: dict, specs: list[str]) -> dict:
     env.pop("CCDIFF_REMOTE", None)
     if target.recipe.language == "rust":
         env["LLVM_PROFILE_FILE"] = str(_folder(target) / "profraw" / "%p-%m.profraw")
-    job = json.dumps({"inputs": inputs, "specs": specs})
+    job = {"inputs": inputs, "specs": specs}
+    if target.recipe.language == "python":
+        job["pycov"] = {"data_file": str(_folder(target) / PYCOV_DATA),
+                        "include": [str(python_copy(target, rel)) for rel in CONTROLLER_FILES[target.recipe.name]]}
+    job = json.dumps(job)
     result = subprocess.run([sys.executable, "-m", "ccdiff.coverage", job], env=env, capture_output=True,
                             text=True, cwd=str(project_root()))
     if result.returncode != 0:
@@ -251,13 +318,28 @@ def _run_set(target: Target, inputs: dict, specs: list[str]) -> dict:
 
 def _child(job: dict) -> dict:
     """Inside the child: replay traces / simulate scenarios through the specs."""
+    inputs, specs = job["inputs"], job["specs"]
+    tally = {"runs": 0, "errors": []}
+    pycov = None
+    if "pycov" in job:     # a Python stack: its modules load at the first replay, after start()
+        pycov = coverage_module().Coverage(data_file=job["pycov"]["data_file"], branch=True,
+                                           include=job["pycov"]["include"])
+        pycov.start()
+    try:
+        _child_runs(inputs, specs, tally)
+    finally:
+        if pycov is not None:
+            pycov.stop()
+            pycov.save()
+    return tally
+
+
+def _child_runs(inputs: dict, specs: list[str], tally: dict) -> None:
     from .encoding import decode
     from .replay import replay
     from .sim.engine import simulate
     from .sim.scenario import load_scenario
     from .trace import load_trace
-    inputs, specs = job["inputs"], job["specs"]
-    tally = {"runs": 0, "errors": []}
     for path in inputs.get("traces", []):
         try:
             trace = decode(Path(path).read_bytes(), Path(path).name) if path.endswith(".bin") else load_trace(path)
@@ -279,7 +361,6 @@ def _child(job: dict) -> dict:
                     tally["runs"] += 1
                 except Exception as exc:   # noqa: BLE001
                     tally["errors"].append(f"{name} seed {seed} {spec}: {exc}")
-    return tally
 
 
 # ---------------------------------------------------------------- gcov
@@ -291,6 +372,8 @@ def _gcov(target: Target) -> dict:
     out = coverage_dir() / target.recipe.name / target.version
     root = source_root(target).resolve()
     wanted = set(CONTROLLER_FILES[target.recipe.name])
+    copies = COMPILED_COPIES.get(target.recipe.name, {})
+    maps: dict = {}
     files: dict = {}
     notes = sorted(out.glob("**/*.gcno"))
     if not notes:
@@ -310,15 +393,27 @@ def _gcov(target: Target) -> dict:
             for entry in data.get("files", []):
                 path = Path(entry["file"])
                 path = (Path(data.get("current_working_directory", "")) / path) if not path.is_absolute() else path
+                mapping = None
                 try:
                     rel = str(path.resolve().relative_to(root))
                 except ValueError:
-                    continue
+                    try:
+                        copy = str(path.resolve().relative_to(out.resolve()))
+                    except ValueError:
+                        continue
+                    rel = copies.get(copy)
+                    if rel is None:
+                        continue
+                    if copy not in maps:
+                        maps[copy] = _line_map(path.resolve(), root / rel)
+                    mapping = maps[copy]
                 if rel not in wanted:
                     continue
                 lines = files.setdefault(rel, {})
                 for line in entry["lines"]:
-                    n = line["line_number"]
+                    n = line["line_number"] if mapping is None else mapping.get(line["line_number"])
+                    if n is None:
+                        continue
                     branches = [b["count"] for b in line.get("branches", []) if not b.get("throw")]
                     old = lines.get(n)
                     if old is None:
@@ -338,13 +433,87 @@ def _folder(target: Target) -> Path:
 
 
 def _clear_counters(target: Target) -> None:
-    for pattern in ("**/*.gcda", "profraw/*.profraw"):
+    for pattern in ("**/*.gcda", "profraw/*.profraw", PYCOV_DATA + "*"):
         for old in _folder(target).glob(pattern):
             old.unlink()
 
 
 def _collect(target: Target) -> dict:
+    if target.recipe.language == "python":
+        return _pycov(target)
     return _llvm_cov(target) if target.recipe.language == "rust" else _gcov(target)
+
+
+def python_copy(target: Target, rel: str) -> Path:
+    """Where a Python stack's build keeps its copy of the pinned controller file rel."""
+    pinned_prefix, copy_prefix = PYTHON_COPIES[target.recipe.name]
+    if not rel.startswith(pinned_prefix):
+        raise SetupError(f"{target.label}: {rel} is not under {pinned_prefix}")
+    return _folder(target) / (copy_prefix + rel[len(pinned_prefix):])
+
+
+def _python_functions(path: Path) -> dict:
+    """line -> the qualified name of the innermost class or function around it
+    (Class.method), "" at module level: the "function" of a line in the report."""
+    names: dict = {}
+
+    def visit(node, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                for n in range(first, child.end_lineno + 1):
+                    names[n] = name
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+    visit(ast.parse(path.read_text()), "")
+    return names
+
+
+def _pycov(target: Target) -> dict:
+    """The same shape as _gcov, from coverage.py's data of the child: every statement
+    (count 1 if it ran, else 0) and, for a line with more than one destination, one
+    outcome per destination in line order (1 taken, 0 not).  The measured files are
+    the build's copies; they must equal the pinned files the report names."""
+    module = coverage_module()
+    out = _folder(target)
+    data = out / PYCOV_DATA
+    if not data.exists():
+        raise SetupError(f"{target.label}: no coverage.py data written in {out}: nothing ran")
+    cov = module.Coverage(data_file=str(data), branch=True)
+    cov.load()
+    root = source_root(target)
+    report = out / "pycov.json"
+    copies = {rel: python_copy(target, rel) for rel in CONTROLLER_FILES[target.recipe.name]}
+    for rel, copy in copies.items():
+        if not copy.is_file() or copy.read_bytes() != (root / rel).read_bytes():
+            raise SetupError(f"{target.label}: {copy} is not the pinned {rel}: rebuild (ccdiff coverage rebuilds "
+                             f"when the recipe changes; remove {out} to force it)")
+    try:
+        cov.json_report(morfs=[str(c) for c in copies.values()], outfile=str(report))
+    except module.CoverageException as exc:
+        raise SetupError(f"{target.label}: coverage.py: {exc}") from None
+    measured = {}
+    for name, entry in json.loads(report.read_text())["files"].items():
+        measured[(Path.cwd() / name).resolve()] = entry
+    report.unlink()
+    files: dict = {}
+    for rel, copy in copies.items():
+        entry = measured.get(copy.resolve())
+        if entry is None:
+            raise SetupError(f"{target.label}: coverage.py reported nothing for {rel}")
+        functions = _python_functions(copy)
+        arcs: dict = {}
+        for taken, key in ((1, "executed_branches"), (0, "missing_branches")):
+            for src, dst in entry.get(key, []):
+                arcs.setdefault(src, []).append((dst, taken))
+        lines = {}
+        for taken, key in ((1, "executed_lines"), (0, "missing_lines")):
+            for n in entry[key]:
+                lines[n] = [taken, [t for _, t in sorted(arcs.get(n, []))], functions.get(n, "")]
+        files[rel] = lines
+    return files
 
 
 def _llvm_cov(target: Target) -> dict:
@@ -522,6 +691,8 @@ def run(spec: str, sets: dict, log=print, all_options: bool = False) -> dict:
         raise SetupError(f"{target.recipe.name}: no controller files known for coverage")
     if target.recipe.language == "rust":
         rust_tools()          # before a build of minutes that could not be read
+    if target.recipe.language == "python":
+        coverage_module()
     if not sets:
         raise SetupError("no input set chosen")
     folder = coverage_dir() / target.recipe.name / target.version

@@ -208,6 +208,10 @@ class Finding:
     # Deviations whose mechanism was observed at every occurrence counted here
     # (ccdiff/mechanisms.py); empty for findings no mechanism explained.
     explained_by: tuple = ()
+    # Where the finding's evidence starts, when that is before event_index: idle-inflation
+    # is flagged at the last ACK of the round trip it measures, but the window began to
+    # inflate at that round trip's first ACK (profiles.judge orders causes by it).
+    onset_index: int | None = None
 
     def to_dict(self) -> dict:
         return {"stack": self.stack, "invariant": self.invariant, "status": self.status,
@@ -346,7 +350,7 @@ class Checker:
         # (Reno stacks and adapters without an epoch field never do).
         self.reports_epoch = False
 
-    def flag(self, invariant: str, index: int, t: int, detail: str, occurrence=None) -> None:
+    def flag(self, invariant: str, index: int, t: int, detail: str, occurrence=None, onset=None) -> None:
         """One occurrence.  occurrence: a callable returning its Occurrence, for invariants a
         mechanism-checked deviation may explain (called only when one is configured)."""
         findings, explained_by = self.findings, ()
@@ -358,16 +362,22 @@ class Checker:
                 findings = self.explained
         found = findings.get(invariant)
         if found is None:
-            findings[invariant] = Finding(self.stack, invariant, index, t, detail, explained_by=explained_by)
+            findings[invariant] = Finding(self.stack, invariant, index, t, detail, explained_by=explained_by,
+                                          onset_index=onset)
         else:
             found.count += 1
             if explained_by:
                 found.explained_by = tuple(dict.fromkeys(found.explained_by + explained_by))
 
     def check(self, index: int, ev, before, after, truth: Truth) -> None:
-        t, kind = ev.t, ev.kind
         for mechanism in self.observers:
             mechanism.observe(index, ev)
+        self.judge_step(index, ev, before, after, truth)
+        for mechanism in self.observers:
+            mechanism.after_step(index, ev, before, after)
+
+    def judge_step(self, index: int, ev, before, after, truth: Truth) -> None:
+        t, kind = ev.t, ev.kind
         flag = self.flag
         cwnd = after.cwnd
         if (_bad_number(cwnd, 1) or _bad_number(after.ssthresh, 1) or _bad_number(after.w_max, 0)
@@ -510,10 +520,14 @@ class Checker:
                                     [(index, ev)]))
         elif grew > 0 and truth.ack_app_limited and not truth.ambiguous:
             flag("growth-while-app-limited", index, t,
-                 f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent while app-limited")
+                 f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent while app-limited",
+                 lambda: Occurrence("growth-while-app-limited", "growth-while-app-limited", index, t, before,
+                                    after, [(index, ev)]))
         slow_start = in_slow_start(before)
         if slow_start and grew > acked:
-            flag("ss-growth-bound", index, t, f"slow start grew cwnd by {grew} for {acked} bytes acknowledged")
+            flag("ss-growth-bound", index, t, f"slow start grew cwnd by {grew} for {acked} bytes acknowledged",
+                 lambda: Occurrence("ss-growth-bound", "ss-growth-bound", index, t, before, after,
+                                    [(index, ev)]))
         if not slow_start and grew > acked / 2 + self.mds:
             flag("ca-growth-bound", index, t,
                  f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
@@ -563,6 +577,8 @@ class Checker:
             watch["max_cwnd"] = max(watch["max_cwnd"], after.cwnd)
             watch["acked"] += eligible_bytes
             watch["last"] = (index, t)
+            if watch["first"] is None:
+                watch["first"] = index
 
     def watch_idle(self, ev, before, truth) -> None:
         srtt = ev.rtt[1]
@@ -574,7 +590,8 @@ class Checker:
             return
         pre_growth = max(0, recent[-1][2] - recent[0][1])
         self.idle_watch = {"until": ev.t + 2 * srtt, "base": before.cwnd, "pre_rate": pre_growth / pre_acked,
-                           "max_cwnd": before.cwnd, "acked": 0, "gap": truth.idle_gap, "last": None}
+                           "max_cwnd": before.cwnd, "acked": 0, "gap": truth.idle_gap, "last": None,
+                           "first": None}
         recent.clear()
 
     def finish_idle_watch(self) -> None:
@@ -591,7 +608,8 @@ class Checker:
             self.flag("idle-inflation", index, t,
                       f"after {watch['gap']} us idle, the first round trip grew cwnd {watch['base']} -> "
                       f"{watch['max_cwnd']}: {rate:.3f} bytes per byte acknowledged, against "
-                      f"{watch['pre_rate']:.3f} in the round trip before the idle period")
+                      f"{watch['pre_rate']:.3f} in the round trip before the idle period",
+                      onset=watch["first"])
 
     def finish(self) -> list:
         """The findings: one per invariant.  An invariant with occurrences no mechanism explained

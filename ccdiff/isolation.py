@@ -1,7 +1,9 @@
-"""Native adapters in a child process, so a stack that crashes or hangs becomes a finding.
+"""Adapters in a child process, so a stack that crashes or hangs becomes a finding.
 
 `ccdiff replay --isolate` and `ccdiff matrix --isolate` start one `ccdiff serve`
-on loopback and route every native stack to it (ccdiff/remote.py).  The server
+on loopback and route every adapter stack to it (ccdiff/remote.py): native libraries and
+Python adapters alike (a Python controller stuck in a loop hangs like C code; the
+server opens both through stacks.open_adapter).  The server
 forks per controller: a segfault, an abort or a Rust panic that unwinds past
 the adapter ends that controller's connection only, and a step that does not
 answer within the time limit is abandoned.  Replay records either as the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .invariants import CATALOG
 from .replay import finding_dicts, reachability_fields, replay
 from .stacks import available
-from .trace_stream import StreamedTrace
+from .trace_stream import open_trace
 
 
 def default_specs() -> list:
@@ -27,7 +27,7 @@ def run_matrix(trace_paths: list, specs: list, progress=None) -> dict:
     findings, errors, reach = [], [], []
     for path in trace_paths:
         # Each trace validated, then replayed from its file: memory bounded whatever its length.
-        result = replay(StreamedTrace(path), specs, keep_snapshots=False)
+        result = replay(open_trace(path), specs, keep_snapshots=False)
         reach.append({"trace": path, **reachability_fields(result.trace)})
         for finding, as_dict in zip(result.findings, finding_dicts(result)):
             cell = cells.setdefault((finding.stack, finding.invariant), {"violation": 0, "deviation": 0})

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .ledger import ACKED, LOST, SENT
+from .ledger import ACKED, APP_IDLE, LOST, PERSISTENT_CONGESTION, SENT
+from .snapshot import CONGESTION_AVOIDANCE, RECOVERY, SLOW_START
 
 
 @dataclass
@@ -54,6 +55,9 @@ class Mechanism:
 
     def observe(self, index: int, ev) -> None:
         """Every resolved event, in order, before the checker judges it."""
+
+    def after_step(self, index: int, ev, before, after) -> None:
+        """The stack's own step on that event (its snapshots), after the checker judged it."""
 
     def explains(self, occ: Occurrence) -> bool:
         raise NotImplementedError
@@ -278,5 +282,530 @@ class Ngtcp2RenoFriendlySwitch(Mechanism):
         return w_cubic < after.cwnd <= w_cubic + step
 
 
+# -- picoquic 1.1.53.0 (picoquic/cubic.c, cc_common.c) -----------------------------------------
+# Each replaces a wholesale waiver (issue #21: a beta of 0.5 planted in cubic.c:138, or ECN
+# ignored in cubic.c:334, was excused by them).  Code references are to picoquic 1.1.53.0 as
+# vendored by the aiopquic 0.6.1 sdist (third_party/picoquic/).
+
+class PicoquicLossRateFilter(Mechanism):
+    """picoquic reacts to an ACK-detected ("repeat") loss only once its smoothed loss rate
+    exceeds 15% (cubic.c:318-336 -> picoquic_cc_hystart_loss_test, cc_common.c:105-136:
+    per lost packet number, an EWMA of factor 1/16 over at most 32 numbers; threshold
+    PICOQUIC_SMOOTHED_LOSS_THRESHOLD 0.15, cc_common.h:30-32).  A timer loss always counts
+    (cc_common.c:128-129) and so does ECN-CE (cubic.c:320, 334: `notification == ecn_ec ||`).
+    A missing reduction is explained only where the signal is ACK-detected losses alone
+    and the loss rate, as picoquic computes it from the lost packet numbers, stayed at or
+    below 15% for every one of them -- or, in slow start, where the signal came within one
+    smoothed RTT of the epoch's start (cubic.c:320-323, for CE as for losses).  The rate is modelled on every lost packet number the
+    stack evaluates: in congestion avoidance picoquic skips (short-circuit, cubic.c:333)
+    the losses of packets numbered below its recovery_sequence, the first number sent after
+    its last reduction, which the model takes from the stack's own steps (after_step)."""
+    name = "picoquic-loss-rate-filter"
+    invariants = frozenset({"missing-reduction"})
+    rule = "picoquic/cubic.c:314-340; picoquic/cc_common.c:105-136; cc_common.h:30-32 (1.1.53.0)"
+    families = ("cubic",)
+    SCOPE, FACTOR, THRESHOLD = 32, 1.0 / 16.0, 0.15
+    KEEP = 256
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.rate = 0.0                      # rtt_track->smoothed_drop_rate
+        self.last_lost = 0                   # rtt_track->last_lost_packet_number (starts at 0)
+        self.next_pn = 0                     # the next packet number the sender will use
+        self.recovery_sequence = 0           # cubic_state->recovery_sequence
+        self.avoidance = False               # the stack's state before the loss: past slow start
+        self.filtered = deque(maxlen=self.KEEP)   # (LOST index, every evaluated loss stayed <= 15%)
+
+    def loss_test(self, pn: int) -> bool:
+        """cc_common.c:105-136 for a repeat loss: True when the filter lets it count."""
+        if pn <= self.last_lost:
+            return False                     # numbers at or below the last one: no update, 0
+        next_number = max(self.last_lost, pn - self.SCOPE)
+        self.rate *= (1.0 - self.FACTOR) ** (pn - next_number)
+        self.rate += (1.0 - self.rate) * self.FACTOR
+        self.last_lost = pn
+        return self.rate > self.THRESHOLD
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == SENT:
+            self.next_pn = max(self.next_pn, ev.packets[0][0] + 1)
+        elif ev.kind == LOST:
+            counted = False
+            for p in ev.packets:
+                if self.avoidance and p[0] < self.recovery_sequence:
+                    continue                 # cubic.c:333 short-circuits the test
+                if self.loss_test(p[0]):
+                    # The reduction happens at this packet (cubic_enter_recovery, cubic.c:152):
+                    # the group's later, lower-numbered losses are then short-circuited.
+                    counted, self.avoidance = True, True
+                    self.recovery_sequence = self.next_pn
+            self.filtered.append((index, not counted))
+
+    def after_step(self, index: int, ev, before, after) -> None:
+        if before is not None and (after.cwnd < before.cwnd or after.ssthresh != before.ssthresh):
+            if ev.kind in (LOST, ACKED, PERSISTENT_CONGESTION):
+                self.recovery_sequence = self.next_pn      # cubic_enter_recovery, cubic.c:152
+        self.avoidance = after.phase != SLOW_START
+
+    @staticmethod
+    def too_soon_in_slow_start(occ: Occurrence) -> bool:
+        """cubic.c:320-323: in slow start a counted signal reduces only more than one smoothed
+        RTT after the epoch started (or once the recovery sequence is acknowledged, which the
+        model does not check: it may excuse such a case in that one RTT)."""
+        before, ev = occ.before, occ.events[-1][1]
+        return before.phase == SLOW_START and before.epoch_start_us is not None \
+            and occ.t - before.epoch_start_us <= ev.rtt[1]
+
+    def explains(self, occ: Occurrence) -> bool:
+        kinds = [ev.kind for _, ev in occ.events]
+        if PERSISTENT_CONGESTION in kinds or not occ.events:
+            return False
+        if self.too_soon_in_slow_start(occ):
+            return True
+        if LOST not in kinds or any(ev.kind == ACKED and ev.ecn_ce for _, ev in occ.events):
+            return False                     # CE always counts (cubic.c:320, 334)
+        losses = [i for i, ev in occ.events if ev.kind == LOST]
+        verdicts = dict(self.filtered)
+        return all(verdicts.get(i, False) for i in losses)
+
+
+class PicoquicTimeoutCollapse(Mechanism):
+    """After a retransmission-timer loss (the adapter's mapping of persistent congestion)
+    picoquic sets cwnd to its minimum and slow start but keeps ssthresh (cubic.c:181-186);
+    slow start exits at that ssthresh and the next congestion-avoidance ACK takes cwnd from
+    the overshoot back to max(W_cubic(t), W_reno = cwnd / 2) (cubic.c:266-270, 287-307): a
+    shrink with no congestion signal.  Explained only after such a collapse (a persistent
+    congestion event earlier in the run, and no other congestion signal since), with
+    ssthresh unchanged by the step and the window left at or above half of what it was."""
+    name = "picoquic-timeout-collapse"
+    invariants = frozenset({"excess-reduction"})
+    rule = "picoquic/cubic.c:181-186, 266-270, 287-307 (1.1.53.0)"
+    families = ("cubic",)
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.collapsed = False
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == PERSISTENT_CONGESTION:
+            self.collapsed = True
+        elif ev.kind == LOST or (ev.kind == ACKED and ev.ecn_ce):
+            self.collapsed = False
+
+    def explains(self, occ: Occurrence) -> bool:
+        before, after = occ.before, occ.after
+        return occ.cause == "no-signal" and self.collapsed and after.ssthresh == before.ssthresh \
+            and 2 * after.cwnd >= before.cwnd
+
+
+class PicoquicHystartDelayExit(Mechanism):
+    """picoquic leaves its initial slow start on a delay signal (cubic.c:346-391, HyStart test
+    cc_common.c:167-208): cwnd is halved (or, above the Reno target RTT, cut by half the part
+    above the RTT-corrected window), then cubic_enter_recovery applies fast convergence, which
+    on the first event already multiplies W_max by 7/8 (W_last_max starts at its maximum), and
+    restarts the curve at W_max: at least 1/2 x 7/8 of the window before.  Explained only in
+    the initial slow start (the stack reports slow start and no ssthresh yet: the test runs
+    only while ssthresh is UINT64_MAX, cubic.c:347, whatever losses its filter ignored), on
+    the step that sets ssthresh, with the window left at or above 7/16 of what it was."""
+    name = "picoquic-hystart-delay-exit"
+    invariants = frozenset({"excess-reduction"})
+    rule = "picoquic/cubic.c:146-170, 346-391; picoquic/cc_common.c:167-208 (1.1.53.0)"
+    families = ("cubic",)
+
+    def explains(self, occ: Occurrence) -> bool:
+        before, after = occ.before, occ.after
+        return occ.cause == "no-signal" and before.phase == SLOW_START and before.ssthresh is None \
+            and after.ssthresh is not None and 16 * after.cwnd >= 7 * before.cwnd
+
+
+class PicoquicSlowStartSeed(Mechanism):
+    """In slow start every ACK first raises cwnd to the bandwidth estimate
+    (picoquic_cc_update_target_cwin_estimation, cubic.c:258) before the sender-limited test
+    (cubic.c:260), so slow start grows on ACKs of app-limited packets and by more than the
+    bytes acknowledged (newreno.c:222-228 likewise, in its initial slow start).  Explained
+    only while the stack is in slow start (its own state); in congestion avoidance picoquic
+    grows only when not sender-limited (cubic.c:287, newreno.c:230)."""
+    name = "picoquic-slow-start-seed"
+    invariants = frozenset({"growth-while-app-limited", "ss-growth-bound"})
+    rule = "picoquic/cubic.c:256-270, 287; picoquic/newreno.c:222-228 (1.1.53.0)"
+    families = ("cubic", "reno")
+
+    def explains(self, occ: Occurrence) -> bool:
+        return occ.before.phase == SLOW_START
+
+
+class PicoquicEpochResetToAppLimited(Mechanism):
+    """In congestion avoidance picoquic moves the epoch forward to the last time the sender
+    was app-limited (cubic.c:289-291, `start_of_epoch = last_sender_limited_time`) and keeps
+    K and W_max, so W_cubic(t) restarts from W_cubic(0) = beta x W_max; the window becomes
+    max(W_cubic(t), W_reno) (cubic.c:293-307), which after an application-limited stretch
+    can be a little below the window before: a shrink with no congestion signal.  Explained
+    only on the ACK where the stack's epoch moved forward (to a time not after now) with
+    W_max, K and ssthresh unchanged and the window still at or above ssthresh."""
+    name = "picoquic-epoch-reset-to-app-limited"
+    invariants = frozenset({"excess-reduction"})
+    rule = "picoquic/cubic.c:287-307 (1.1.53.0)"
+    families = ("cubic",)
+
+    def explains(self, occ: Occurrence) -> bool:
+        before, after = occ.before, occ.after
+        if occ.cause != "no-signal" or before.epoch_start_us is None or after.epoch_start_us is None:
+            return False
+        same_curve = (before.w_max, before.k_us, before.ssthresh) == (after.w_max, after.k_us, after.ssthresh)
+        return same_curve and before.epoch_start_us < after.epoch_start_us <= occ.t \
+            and after.ssthresh is not None and after.cwnd >= after.ssthresh
+
+
+class PicoquicRecoveryByPacketNumber(PicoquicLossRateFilter):
+    """picoquic decides whether a loss is in its recovery period by packet number, not send
+    time: in congestion avoidance it reduces again for a loss numbered at or above
+    recovery_sequence, the next number at its last reduction (cubic.c:152, 333); in slow
+    start it does not look at the number at all (cubic.c:318-326).  So a loss of a packet
+    sent in the same microsecond as the recovery start but after the reduction (RFC 9002
+    Appendix B.5 counts it inside the period: sent_time <= recovery start), or a slow-start
+    loss of a packet the RFC's period already covered, reduces again.  NewReno decides the
+    same way (newreno.c:123, recovery_sequence set at newreno.c:72).  Explained only in
+    those cases, and only to a depth one of picoquic's reductions reaches: half the window
+    (NewReno, newreno.c:52-62; CUBIC's 7/8 x 7/8 after fast convergence, cubic.c:158-168, is
+    shallower) less a datagram of rounding, or its minimum window (cubic.c:170-178)."""
+    name = "picoquic-recovery-by-packet-number"
+    invariants = frozenset({"excess-reduction"})
+    rule = "picoquic/cubic.c:146-178, 314-340; picoquic/newreno.c:47-73, 119-127 (1.1.53.0)"
+    families = ("cubic", "reno")
+    MINIMUM = 3072                       # PICOQUIC_CWIN_MINIMUM, picoquic_internal.h:93
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.sequence_at = deque(maxlen=self.KEEP)   # (LOST index, recovery_sequence before it)
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == LOST:
+            self.sequence_at.append((index, self.recovery_sequence))
+        super().observe(index, ev)
+
+    def explains(self, occ: Occurrence) -> bool:
+        if occ.cause != "in-recovery":
+            return False
+        before, after = occ.before, occ.after
+        deep_enough = 2 * after.cwnd >= before.cwnd - 2 * self.mds or after.cwnd <= self.MINIMUM
+        recorded = dict(self.sequence_at)
+        by_number = any(p[0] >= recorded.get(i, self.recovery_sequence)
+                        for i, ev in occ.events if ev.kind == LOST for p in ev.packets)
+        return deep_enough and (before.phase == SLOW_START or by_number)
+
+
+class PicoquicAppLimitedByTimestamp(Mechanism):
+    """picoquic grows (cubic.c:261, 287; newreno.c:230) only when the newest send time of any
+    packet acknowledged so far (last_time_acked_data_frame_sent, frames.c:3638) is strictly
+    after the last time the sender was limited (last_sender_limited_time: an app-limited
+    send, the scheduler finding no data, and after every incoming packet while the last
+    send was app-limited: sender.c:1426, 3307-3316).  An ACK whose packets the trace marks
+    app-limited still grows the window when a packet sent after that instant was already
+    acknowledged.  Explained only where that rule, replayed from the events, lets it grow."""
+    name = "picoquic-app-limited-by-timestamp"
+    invariants = frozenset({"growth-while-app-limited"})
+    rule = "picoquic/cubic.c:261, 287; picoquic/newreno.c:230; picoquic/frames.c:3638; picoquic/sender.c:1426, 3307-3316 (1.1.53.0)"
+    families = ("cubic", "reno")
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.acked_sent = None           # last_time_acked_data_frame_sent
+        self.limited = None              # last_sender_limited_time
+        self.last_send_limited = False
+        self.grows = deque(maxlen=256)   # (ACK index, the rule let it grow)
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == SENT:
+            self.last_send_limited = bool(ev.packets[0][3])
+            if self.last_send_limited:
+                self.limited = ev.t
+        elif ev.kind == APP_IDLE:
+            self.limited = ev.t
+        elif ev.kind == ACKED:
+            for p in tuple(ev.packets) + tuple(ev.spurious):
+                if self.acked_sent is None or p[1] > self.acked_sent:
+                    self.acked_sent = p[1]
+            self.grows.append((index, self.acked_sent is not None
+                               and (self.limited is None or self.acked_sent > self.limited)))
+            if self.last_send_limited:
+                self.limited = ev.t
+
+    def explains(self, occ: Occurrence) -> bool:
+        return dict(self.grows).get(occ.index, False)
+
+
+class AioquicFlightSizeSsthresh(Mechanism):
+    """aioquic 1.7.2 CUBIC's congestion event (on_packets_lost, cubic.py:161-195) takes RFC
+    9438 §4.6's equation with flight_size, not cwnd:
+
+        bytes_in_flight -= every lost packet's size
+        ssthresh = max(int(bytes_in_flight * 0.7), 2 * mds);  cwnd = max(ssthresh, 2 * mds)
+
+    and runs after the ACK's packets left the flight (QuicPacketRecovery.on_ack_received acks
+    before it detects losses, recovery.py:286, 335).  With less in flight than the window the
+    reduction goes below beta x cwnd.  Explained only where the new window is the rule's value
+    for the flight the harness counted around the congestion event (after the loss and the ACK
+    that revealed it; before the next send when the loss timer committed it) and the stack's
+    recovery start moved to the loss's instant: any other depth (a beta of 0.5) is not.
+    """
+    name = "aioquic-flight-size-ssthresh"
+    invariants = frozenset({"excess-reduction"})
+    rule = "src/aioquic/quic/congestion/cubic.py:161-192 (aioquic 1.7.2)"
+    families = ("cubic",)
+
+    def explains(self, occ: Occurrence) -> bool:
+        after, before = occ.after, occ.before
+        if occ.cause != "below-beta" or after.ssthresh is None or after.ssthresh != after.cwnd:
+            return False
+        losses = [ev.t for _, ev in occ.events if ev.kind == LOST]
+        if after.recovery_start_us is None or after.recovery_start_us == before.recovery_start_us \
+                or (losses and after.recovery_start_us not in losses):
+            return False
+        flights = {f for _, ev in occ.events for f in (ev.bytes_in_flight, ev.bytes_in_flight_after)}
+        return any(after.cwnd == max(int(f * 0.7), 2 * self.mds) for f in flights)
+
+
+class AioquicIdleReset(Mechanism):
+    """aioquic 1.7.2 CUBIC's only idle rule (on_packet_sent, cubic.py:149-155): a send at
+    least K_CUBIC_MAX_IDLE_TIME = 2 s after last_ack -- the SEND time of the last packet
+    on_packet_acked saw (cubic.py:72; the ACK's packets in ascending order,
+    recovery.py:275-288) -- calls reset() (cubic.py:58-68): cwnd = 10 x mds, ssthresh None,
+    W_max = cwnd, K = 0.  Two seconds without an ACK while the sender keeps sending (an
+    outage, its PTO probes) is enough, so the window can drop to the initial one with no
+    congestion signal.  Explained only at a send that is 2 s or more (1 us of float rounding
+    allowed) after the last acknowledged packet's send time, leaving exactly that state.
+    """
+    name = "aioquic-idle-reset"
+    invariants = frozenset({"excess-reduction"})
+    rule = "src/aioquic/quic/congestion/cubic.py:58-72, 149-155 (aioquic 1.7.2)"
+    families = ("cubic",)
+    IDLE_US = 2_000_000
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.last_ack_sent = None
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == ACKED and ev.packets:
+            self.last_ack_sent = max(ev.packets)[1]      # the largest newly acked pn's send time
+
+    def explains(self, occ: Occurrence) -> bool:
+        after = occ.after
+        if occ.cause != "no-signal" or self.last_ack_sent is None:
+            return False
+        sends = [ev.t for _, ev in occ.events if ev.kind == SENT]
+        reset = (after.cwnd == 10 * self.mds and after.ssthresh is None and after.w_max == 10 * self.mds
+                 and after.k_us == 0 and after.epoch_start_us is None)
+        return reset and any(t - self.last_ack_sent >= self.IDLE_US - 1 for t in sends)
+
+
+class AioquicRenoFriendlySwitch(Mechanism):
+    """aioquic 1.7.2 CUBIC sets cwnd = W_est whenever W_cubic(t) < W_est (cubic.py:124-127),
+    even when cwnd had climbed above W_est towards the target W_cubic(t + rtt)
+    (cubic.py:113-147): on the ACK where W_est overtakes W_cubic(t) the window drops a little,
+    with no congestion signal.  W_cubic(t) = int((0.4 (t - K)^3 + W_max / mds) x mds)
+    (cubic.py:47-50) from the snapshot's W_max, K and epoch.  Explained only where the new
+    window is above W_cubic(t) (the Reno-friendly branch ran) and at most the ACK's W_est
+    increments above it (W_est was at most W_cubic(t) before: otherwise cwnd = W_est already;
+    each packet adds int(mds x bytes / cwnd), cubic.py:107-111), with the curve unchanged.
+    """
+    name = "aioquic-reno-friendly-switch"
+    invariants = frozenset({"excess-reduction"})
+    rule = "src/aioquic/quic/congestion/cubic.py:47-50, 107-147 (aioquic 1.7.2)"
+    families = ("cubic",)
+
+    def explains(self, occ: Occurrence) -> bool:
+        acks = [ev for _, ev in occ.events if ev.kind == ACKED]
+        before, after = occ.before, occ.after
+        # "in-recovery": the ACK came with a loss of a packet sent during the recovery
+        # period, which aioquic ignores (cubic.py:169), so only the ACK moved the window.
+        if occ.cause not in ("no-signal", "in-recovery") or len(acks) != 1 or after.cwnd >= before.cwnd:
+            return False
+        same_curve = (before.epoch_start_us, before.w_max, before.k_us, before.ssthresh,
+                      before.recovery_start_us) == \
+            (after.epoch_start_us, after.w_max, after.k_us, after.ssthresh, after.recovery_start_us)
+        if not same_curve or after.epoch_start_us is None or after.w_max is None or after.k_us is None:
+            return False
+        t = (acks[0].t - after.epoch_start_us) / 1e6
+        w_cubic = int((0.4 * (t - after.k_us / 1e6) ** 3 + after.w_max / self.mds) * self.mds)
+        step = sum(self.mds * p[2] // max(after.cwnd, 1) + 1 for p in acks[0].packets) + 1
+        return w_cubic - 1 <= after.cwnd <= w_cubic + step
+
+
+class S2nUnderUtilized(Mechanism):
+    """s2n-quic's CUBIC gates growth on one flag, `under_utilized`, set by the LAST packet sent
+    (cubic.rs:221-232): the connection's app_limited for that packet (nothing more to send and
+    room for another datagram after it, s2n-quic-transport space/application.rs:587-589, path/
+    mod.rs:600-609) AND the window under-utilized after it: not congestion-limited, in slow
+    start less than half the window in flight, otherwise more than 3 datagrams of room
+    (cubic.rs:669-690).  An ACK of packets the trace marks app-limited still grows the window
+    when the last send filled half the window in slow start, or left at most 3 datagrams of
+    room.  Replayed from the events and the stack's own snapshots (cwnd, bytes in flight and
+    phase after each send); explained only where that flag was clear at the ACK."""
+    name = "s2n-under-utilized-window"
+    invariants = frozenset({"growth-while-app-limited"})
+    rule = "src/recovery/cubic.rs:221-232, 302-312, 669-690 (s2n-quic-core 0.91.0); src/space/application.rs:587-589 (s2n-quic-transport 0.91.0)"
+    families = ("cubic",)
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.under = True                 # CubicCongestionController::new (cubic.rs:516)
+        self.under_at = deque(maxlen=256)  # (ACK index, under_utilized when it arrived)
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == ACKED:
+            self.under_at.append((index, self.under))
+
+    def after_step(self, index: int, ev, before, after) -> None:
+        if ev.kind != SENT:
+            return
+        cwnd, in_flight, mds = after.cwnd, after.bytes_in_flight, self.mds
+        room = cwnd - in_flight
+        app_limited = bool(ev.packets[0][3]) and room >= mds        # application.rs:587-589
+        congestion_limited = room < mds                              # cubic.rs:191-196
+        half_used = after.phase == SLOW_START and in_flight >= cwnd // 2
+        self.under = app_limited and not congestion_limited and not half_used and room > 3 * mds
+
+    def explains(self, occ: Occurrence) -> bool:
+        return dict(self.under_at).get(occ.index, True) is False
+
+
+class S2nRecoveryByState(S2nUnderUtilized):
+    """s2n-quic's CUBIC keeps its recovery period as a state, not as a send time: on_packet_lost
+    carries no send time (PacketInfo = (), cubic.rs:178, 390-409), so any loss or CE count while
+    the state is Recovery is ignored and any loss outside it reduces (cubic.rs:622-659), and the
+    state ends only when on_ack sees a packet sent after the recovery start -- on an ACK that
+    is processed after the losses it reveals (s2n-quic-transport recovery/manager.rs:644,
+    728-741) and only while the window is not under-utilized (cubic.rs:302-322).  RFC 9002
+    §7.3.2's prose ("a recovery period ends ... when a packet sent during the recovery period
+    is acknowledged"; "during a recovery period, the congestion window does not change in
+    response to new losses") against its Appendix B.8, which compares each lost packet's send
+    time with the recovery start.  Explained: a missing reduction while the stack is in
+    Recovery and this model (ACKs of post-start packets, processed while not under-utilized)
+    agrees it had not left; growth on the ACK that ends the stack's recovery period (a packet
+    sent after its start); and a single beta step on a loss after the stack left it."""
+    name = "s2n-recovery-by-state"
+    invariants = frozenset({"missing-reduction", "growth-in-recovery", "excess-reduction"})
+    rule = "src/recovery/cubic.rs:302-322, 390-421, 622-659 (s2n-quic-core 0.91.0); src/recovery/manager.rs:644, 728-741 (s2n-quic-transport 0.91.0)"
+    families = ("cubic",)
+    BETA = 0.7
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.start = None        # recovery start while the model says the stack is in recovery
+        self.ended = None        # the start of the period the model saw end
+        self.exit = False        # this ACK ends the period (a post-start packet, not under-utilized)
+        self.start_at = deque(maxlen=256)   # (index, start before that event): a loss group is
+        #                                     judged after its later events have stepped
+        self.exits = deque(maxlen=256)      # ACK indices that ended a period (model)
+        self.ignored = deque(maxlen=64)     # times of losses the stack took inside its period
+
+    def observe(self, index: int, ev) -> None:
+        super().observe(index, ev)
+        self.start_at.append((index, self.start))
+        self.exit = (ev.kind == ACKED and self.start is not None and not self.under
+                     and any(p[1] > self.start for p in ev.packets))
+        if self.exit:
+            self.exits.append(index)
+        if ev.kind == LOST and self.start is not None:
+            self.ignored.append(ev.t)
+
+    def after_step(self, index: int, ev, before, after) -> None:
+        super().after_step(index, ev, before, after)
+        if self.exit and ev.kind == ACKED:
+            self.ended, self.start = self.start, None
+        elif after.phase == RECOVERY and after.recovery_start_us not in (None, self.ended):
+            self.start = after.recovery_start_us
+        elif after.phase == SLOW_START:
+            self.start = None
+        if ev.kind == ACKED:
+            self.exit = False
+
+    def explains(self, occ: Occurrence) -> bool:
+        before, after = occ.before, occ.after
+        first = min((i for i, _ in occ.events), default=occ.index)
+        start = dict(self.start_at).get(first, self.start)   # the model's, before the group
+        if occ.invariant == "missing-reduction":
+            return before.phase == RECOVERY and start is not None
+        acks = [(i, ev) for i, ev in occ.events if ev.kind == ACKED]
+        if occ.invariant == "growth-in-recovery":
+            if (any(i in self.exits for i, _ in acks) and before.phase == RECOVERY
+                    and after.phase == CONGESTION_AVOIDANCE and after.epoch_start_us == occ.t):
+                return True     # the ACK that ends the stack's period
+            # an ACK of packets sent before the recovery start, after an earlier ACK ended the
+            # stack's period (model-confirmed): RFC 9002 B.5 never grows on such packets, s2n's
+            # congestion-avoidance state does (cubic.rs:315-322, 343-383)
+            if (before.phase == CONGESTION_AVOIDANCE and start is None and self.ended is not None
+                    and self.ended == before.recovery_start_us):
+                return True
+            # an ACK of packets sent before a loss the stack took inside its (then) period,
+            # after that period ended: the RFC's period the stack never entered
+            epoch = after.epoch_start_us
+            sent = [p[1] for _, ev in acks for p in ev.packets]
+            return (before.phase == CONGESTION_AVOIDANCE and epoch is not None and bool(sent)
+                    and any(lt <= epoch and max(sent) <= lt for lt in self.ignored))
+        if occ.invariant == "excess-reduction" and occ.cause == "in-recovery":
+            one_step = max(int(before.cwnd * self.BETA) - 1, 2 * self.mds)
+            left = (start is None and before.phase != RECOVERY) or any(i in self.exits for i, _ in occ.events)
+            return (left and after.phase == RECOVERY and after.recovery_start_us == occ.t
+                    and after.cwnd >= one_step)
+        return False
+
+class S2nRenoFriendlySet(Mechanism):
+    """s2n-quic's CUBIC in its Reno-friendly region SETS cwnd = min(W_est(t), cap) at every
+    ACK (cubic.rs:554-567, RFC 8312 §4.2's "cwnd SHOULD be set to W_est(t)"), with W_est(t) =
+    W_max x 0.7 + 3 x 0.3 / 1.7 x t / min_rtt (cubic.rs:771-776, 380) -- also when W_est is
+    below the current window (after the app-limited rule moved the epoch, or min_rtt fell), so
+    an ACK can shrink the window without a congestion signal.  Explained only where the
+    window after the ACK is that W_est (within 1 %), computed from the stack's own W_max and
+    epoch and the harness's min RTT, in congestion avoidance on both sides."""
+    name = "s2n-reno-friendly-set"
+    invariants = frozenset({"excess-reduction"})
+    rule = "src/recovery/cubic.rs:547-567, 771-776 (s2n-quic-core 0.91.0)"
+    families = ("cubic",)
+
+    def explains(self, occ: Occurrence) -> bool:
+        before, after = occ.before, occ.after
+        acks = [ev for _, ev in occ.events if ev.kind == ACKED]
+        if (occ.cause != "no-signal" or not acks or before.phase != CONGESTION_AVOIDANCE
+                or after.phase != CONGESTION_AVOIDANCE or after.epoch_start_us is None
+                or after.w_max is None or after.w_max != after.w_max):
+            return False
+        min_rtt = acks[-1].rtt[3]
+        if min_rtt <= 0:
+            return False
+        t = (occ.t - after.epoch_start_us) / 1e6
+        w_est = after.w_max * 0.7 + (3 * 0.3 / 1.7) * t / (min_rtt / 1e6) * self.mds
+        return after.cwnd < before.cwnd and abs(after.cwnd - w_est) <= 0.01 * w_est
+
+
+class S2nEcnOnNewLargestOnly(Ngtcp2EcnOnNewLargestOnly):
+    """s2n-quic processes an ACK frame's ECN counts only when the frame's largest
+    acknowledged is at least the largest acknowledged so far (s2n-quic-transport
+    recovery/manager.rs:444-450, 718-726: "An endpoint MUST NOT fail ECN validation as a
+    result of processing an ACK frame that does not increase the largest acknowledged",
+    RFC 9000 §13.4.2.1, applied to the whole CE reaction): a CE count on a reordered ACK
+    frame starts no recovery period.  The same rule as ngtcp2's, with s2n's tie (an equal
+    largest counts as new)."""
+    name = "s2n-ecn-on-new-largest-only"
+    rule = "src/recovery/manager.rs:444-450, 718-726, 766-779 (s2n-quic-transport 0.91.0)"
+    families = ("cubic",)
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind != ACKED:
+            return
+        pns = [p[0] for p in ev.packets] + [p[0] for p in ev.spurious]
+        largest = max(pns, default=-1)
+        new = largest >= self.largest
+        self.largest = max(self.largest, largest)
+        self.gap_fill.append((index, not new))
+
+
 MECHANISMS = {m.name: m for m in (Ngtcp2DeliverySsthresh, Ngtcp2GapFillAck, Ngtcp2EcnOnNewLargestOnly,
-                                  Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch)}
+                                  Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch,
+                                  PicoquicLossRateFilter, PicoquicTimeoutCollapse, PicoquicHystartDelayExit,
+                                  PicoquicSlowStartSeed, PicoquicEpochResetToAppLimited,
+                                  PicoquicRecoveryByPacketNumber, PicoquicAppLimitedByTimestamp,
+                                  AioquicFlightSizeSsthresh, AioquicIdleReset, AioquicRenoFriendlySwitch,
+                                  S2nUnderUtilized, S2nRecoveryByState, S2nRenoFriendlySet,
+                                  S2nEcnOnNewLargestOnly)}

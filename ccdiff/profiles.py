@@ -143,6 +143,11 @@ def load_profile(recipe) -> Profile:
                    deviations=deviations, known=known)
 
 
+def _onset(finding) -> int:
+    """The first event of a finding's evidence (Finding.onset_index, else where it was flagged)."""
+    return finding.event_index if finding.onset_index is None else finding.onset_index
+
+
 def judge(findings: list, profile: Profile) -> list:
     """Deviation or violation: one rule for replay, matrix, sim and conform.
 
@@ -150,8 +155,9 @@ def judge(findings: list, profile: Profile) -> list:
     set by the checker) is a deviation; so is any finding of an invariant a documented
     deviation tolerates wholesale (never an RFC MUST: Profile.explaining).  A trajectory divergence that comes after the run broke an
     RFC rule is that bug's footprint, not a documented deviation: it is a violation that
-    "follows" the earlier findings -- only those that happened at or before it (causal
-    order).  Returns the findings, in the order given.
+    "follows" the earlier findings -- only those whose evidence began at or before it
+    (causal order: an idle inflation flagged at the end of the round trip it measures began
+    at that round trip's first ACK).  Returns the findings, in the order given.
     """
     for finding in findings:
         explaining = profile.explaining(finding.invariant)
@@ -167,7 +173,7 @@ def judge(findings: list, profile: Profile) -> list:
             continue
         earlier = sorted({f.invariant for f in findings
                           if f.status == "violation" and f.invariant != "trajectory-divergence"
-                          and f.event_index <= finding.event_index})
+                          and _onset(f) <= finding.event_index})
         if earlier:
             finding.status = "violation"
             finding.detail = finding.detail.split("; documented deviations")[0] + \

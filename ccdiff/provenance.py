@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 # A file reference: a path ending in a source suffix, optionally ":lines".
-_FILE = re.compile(r"([A-Za-z0-9_][\w/.-]*\.(?:rs|c|h|cc|cpp))(?::(\d+(?:-\d+)?))?")
+_FILE = re.compile(r"([A-Za-z0-9_][\w/.-]*\.(?:rs|c|h|cc|cpp|py))(?::(\d+(?:-\d+)?))?")   # .py: aioquic
 # Further line ranges of the same file: ", 189", ", 274-285", " then 954-962", ",91".
 _MORE = re.compile(r"(\s*(?:,|then)\s*)(\d+(?:-\d+)?)(?![\w.:/-])")
 # "(0.30.0" or "(1.25.0, fix ..." : the version the references before it are about.

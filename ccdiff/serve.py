@@ -32,7 +32,7 @@ from .errors import SetupError
 from .clock import DEFAULT_CLOCK_BASE_US, MAX_CLOCK_BASE_US
 from .native import ABI_VERSION, AdapterError, NativeController
 from .snapshot import Snapshot
-from .stacks import available, load_recipes, resolve
+from .stacks import available, load_recipes, open_adapter, resolve
 from .trace import MAX_PACKET_BYTES, MAX_PN, MAX_PNS_PER_EVENT, MAX_TIME_US
 
 # One step batch (remote.BATCH events) as JSON: an ACK of MAX_PNS_PER_EVENT packets is
@@ -103,6 +103,15 @@ def served_versions(stack: str | None) -> dict:
     return out
 
 
+def build_identities(versions: dict) -> dict:
+    """stack -> version -> what the build is (ccdiff/shard.py build_info_identity): the
+    shards of `conform --shard` run against containers record it, and `merge` refuses
+    shards whose containers served different builds."""
+    from .shard import build_info_identity
+    recipes = load_recipes()
+    return {stack: {v: build_info_identity(recipes[stack], v) for v in vs} for stack, vs in versions.items()}
+
+
 class Session:
     """One connection: at most one open controller."""
 
@@ -116,8 +125,9 @@ class Session:
             return {"ok": False, "error": f"this server needs a token ({TOKEN_ENV} on both sides)"}
         op = request.get("op")
         if op == "hello":
+            versions = served_versions(self.stack)
             return {"ok": True, "abi": ABI_VERSION, "ccdiff": __version__, "stack": self.stack,
-                    "versions": served_versions(self.stack)}
+                    "versions": versions, "builds": build_identities(versions)}
         if op == "open":
             return self.open(request)
         if op == "step":
@@ -144,7 +154,7 @@ class Session:
             rtt = _int_in(request.get("initial_rtt_us"), 1, 60_000_000, "initial_rtt_us")   # as a trace header
             self.close()
             base = _int_in(request.get("clock_base_us", DEFAULT_CLOCK_BASE_US), 1, MAX_CLOCK_BASE_US, "clock_base_us")
-            self.controller = NativeController(str(library), size, rtt, target.options_text, base)
+            self.controller = open_adapter(target.recipe, library, size, rtt, target.options_text, base)
         except (SetupError, KeyError, TypeError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, "description": self.controller.description}

@@ -15,6 +15,7 @@ ORACLES = {
     "oracle-reno": "RFC 9002 NewReno reference (the control)",
 }
 LIBRARY_NAME = "libccdiff_adapter.so"
+PYTHON_ADAPTER_NAME = "ccdiff_adapter.py"   # a language = "python" stack's build (ccdiff/pyadapter.py)
 
 
 @dataclass
@@ -33,8 +34,14 @@ class StackRecipe:
     def build_folder(self, version: str) -> Path:
         return build_dir() / self.name / version
 
+    @property
+    def artifact_name(self) -> str:
+        """What build.sh leaves in the build folder: the C ABI library, or for a stack
+        whose controller is Python, the adapter module run in process."""
+        return PYTHON_ADAPTER_NAME if self.language == "python" else LIBRARY_NAME
+
     def library(self, version: str) -> Path:
-        return self.build_folder(version) / LIBRARY_NAME
+        return self.build_folder(version) / self.artifact_name
 
 
 @dataclass
@@ -132,7 +139,6 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
     address = remote_address(target.recipe.name)
     if address is not None:          # an adapter container (ccdiff/remote.py)
         return RemoteController(address, target, max_datagram_size, initial_rtt_us, base)
-    from .native import NativeController
     library = target.recipe.library(target.version)
     if not library.exists():
         raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
@@ -142,6 +148,18 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
     options = filter_options(target.label, target.version, features_of(target.recipe, target.version),
                              target.options)
     options_text = ",".join(f"{k}={v}" for k, v in options)
+    return open_adapter(target.recipe, library, max_datagram_size, initial_rtt_us, options_text, base)
+
+
+def open_adapter(recipe: StackRecipe, library: Path, max_datagram_size: int, initial_rtt_us: int,
+                 options_text: str, base: int):
+    """The built adapter in this process: a C ABI library through ctypes, or a Python
+    adapter module (ccdiff/pyadapter.py).  `ccdiff serve` opens through here too, so
+    --isolate and adapter containers treat both alike."""
+    if recipe.language == "python":
+        from .pyadapter import PythonController
+        return PythonController(str(library), max_datagram_size, initial_rtt_us, options_text, base)
+    from .native import NativeController
     return NativeController(str(library), max_datagram_size, initial_rtt_us, options_text, base)
 
 
@@ -217,11 +235,12 @@ def available() -> list[dict]:
         folder = build_dir() / recipe.name
         if folder.is_dir():
             from .registry import version_key
+            artifact = recipe.artifact_name
             releases = [p.name for p in folder.iterdir() if p.name not in versions
-                        and (p / LIBRARY_NAME).exists() and not p.name.startswith(("local-", "git-"))]
+                        and (p / artifact).exists() and not p.name.startswith(("local-", "git-"))]
             versions += sorted(releases, key=version_key)
             versions += sorted(p.name for p in folder.iterdir() if p.name.startswith(("local-", "git-"))
-                               and (p / LIBRARY_NAME).exists())     # a checkout build under way: not yet
+                               and (p / artifact).exists())     # a checkout build under way: not yet
         for version in versions:
             # The default run (conform, matrix without --stack) takes the reviewed pins and
             # checkout builds, built here or served by a container; other releases built by

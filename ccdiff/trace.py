@@ -128,13 +128,27 @@ class Trace:
 
 _HEADER_FIELDS = {"ccdiff_trace", "max_datagram_size", "initial_rtt_us", "max_ack_delay", "name", "comment"}
 _EVENT_FIELDS = {
-    "sent": ({"t", "ev", "pn", "bytes"}, {"app_limited"}),
-    "ack": ({"t", "ev", "pns"}, {"ack_delay", "ecn_ce"}),
-    "lost": ({"t", "ev", "pns"}, set()),
-    "persistent_congestion": ({"t", "ev"}, set()),
-    "app_idle": ({"t", "ev"}, set()),
-    "app_data": ({"t", "ev"}, set()),
+    "sent": ({"t", "ev", "pn", "bytes"}, {"app_limited", "logged"}),
+    "ack": ({"t", "ev", "pns"}, {"ack_delay", "ecn_ce", "logged"}),
+    "lost": ({"t", "ev", "pns"}, {"logged"}),
+    "persistent_congestion": ({"t", "ev"}, {"logged"}),
+    "app_idle": ({"t", "ev"}, {"logged"}),
+    "app_data": ({"t", "ev"}, {"logged"}),
 }
+# "logged" (any event, optional): what the stack itself logged after this event, kept by
+# `ccdiff import` from a qlog (ccdiff/qlog_import.py) for `ccdiff fidelity`.  Replay ignores it.
+_LOGGED_FIELDS = {"cwnd", "ssthresh", "bytes_in_flight", "line", "record"}
+
+
+def _check_logged(obj: dict, fail) -> None:
+    logged = obj["logged"]
+    if not isinstance(logged, dict):
+        fail(f'"logged" must be an object with {", ".join(sorted(_LOGGED_FIELDS))}')
+    for key, value in logged.items():
+        if key not in _LOGGED_FIELDS:
+            fail(f'unknown field "{key}" in "logged"; known: {", ".join(sorted(_LOGGED_FIELDS))}')
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            fail(f'"logged" field "{key}" must be an integer >= 0, got {json.dumps(value)}')
 
 
 def _int(obj: dict, key: str, lo: int, hi: int, fail) -> int:
@@ -457,6 +471,8 @@ def _parse_event(obj, fail, version: int = TRACE_VERSION):
         fail(f'unknown field "{sorted(unknown)[0]}" in "{name}" event; '
              f"known: {', '.join(sorted(required | optional))}")
     t = _int(obj, "t", 0, MAX_TIME_US, fail)
+    if "logged" in obj:
+        _check_logged(obj, fail)
     if name in ("app_idle", "app_data"):
         if version < 2:
             fail(f'"{name}" is a format 2 event: the header must say "ccdiff_trace": 2')

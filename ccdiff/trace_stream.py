@@ -53,3 +53,21 @@ class StreamedTrace:
         if count != self.n_events:
             raise TraceError(self.source, None, f"changed while replaying: {count} events, "
                                                 f"{self.n_events} when validated")
+
+
+def open_trace(path: str):
+    """A trace file or a qlog (ccdiff/qlog_import.py, detected by extension or content),
+    for replay and matrix: validated whole, streamed again as the replay goes."""
+    from .qlog_import import QlogTrace, looks_like_qlog
+    return QlogTrace(path) if looks_like_qlog(path) else StreamedTrace(path)
+
+
+def load_any(path: str):
+    """load_trace, or a qlog imported into memory (reports replay with every snapshot)."""
+    from .qlog_import import QlogTrace, looks_like_qlog
+    from .trace import Trace, load_trace
+    if not looks_like_qlog(path):
+        return load_trace(path)
+    qlog = QlogTrace(path)
+    events = list(qlog.stream())
+    return Trace(qlog.header, events, path, list(qlog._lines), qlog.reachability, qlog.lenient_reason)

@@ -54,8 +54,11 @@ def main(step: str, names: list) -> None:
         from ccdiff.fuzzing.harness import harness
         from ccdiff.fuzzing.toolchain import fuzz_build_dir
         for spec in specs:
+            target = resolve(spec)
+            if target.recipe.language == "python":
+                continue            # in process: fuzzed by hypothesis and atheris, no C harness
             for engine in ENGINES:
-                print(harness(resolve(spec), engine), flush=True)
+                print(harness(target, engine), flush=True)
         clean(fuzz_build_dir())
     else:
         raise SetupError(f"unknown step {step!r}: stacks or harnesses")

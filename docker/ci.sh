@@ -67,7 +67,7 @@ python3 - "$reports/matrix.json" <<'PY' || fail "the compose matrix is missing e
 import json, sys
 doc = json.load(open(sys.argv[1]))
 stacks = set(doc["stacks"])
-for s in ("quiche@0.26.0", "quiche@0.30.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0", "quinn@0.11.19"):
+for s in ("quiche@0.26.0", "quiche@0.30.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0", "quinn@0.11.19", "aioquic@1.7.2", "linux@6.1", "linux@6.12", "s2n-quic@0.91.0"):
     assert s in stacks, f"{s} not served by the containers"
 assert not doc["errors"], doc["errors"]
 assert any(f["stack"] == "quiche@0.26.0" and f["invariant"] == "future-recovery-start" for f in doc["findings"])
@@ -75,7 +75,7 @@ print(f"compose matrix == native matrix: {len(doc['stacks'])} stacks, {len(doc['
 PY
 
 # Hardening, as running: adapters read-only, no capabilities, non-root, internal network only.
-for svc in quiche ngtcp2 picoquic quinn; do
+for svc in quiche ngtcp2 picoquic quinn aioquic linux s2n-quic; do
   id=$("${COMPOSE[@]}" ps -q "$svc")
   [ -n "$id" ] || fail "adapter service $svc is not running"
   got=$(docker inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.Config.User}} {{.HostConfig.Memory}}' "$id")

@@ -46,7 +46,7 @@ apt_install() {   # apt_install PKG...: install those not installed yet
   say "installed ${#need[@]} package(s) in $((SECONDS - started)) s"
 }
 
-system() { [ $# -gt 0 ] || die "system: name a group (python, test, fuzz, containers)"; apt_install $(packages_of "$@"); }
+system() { [ $# -gt 0 ] || die "system: name a group (python, test, fuzz, oss-fuzz, containers, qlog, coverage)"; apt_install $(packages_of "$@"); }
 
 # PEP 668: a Debian python refuses `pip install` into its site-packages; then ccdiff
 # goes into the project's .venv, which setup/python (the Makefile's interpreter) prefers.

@@ -79,3 +79,25 @@ def test_compare_commits_measures_two_trees_in_turns_and_cleans_up():
     assert "round 1/1 old" in done.stderr and "round 1/1 new" in done.stderr
     after = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
     assert after == before                           # the temporary worktree is gone
+
+
+def test_linux_cross_check_smoke(tmp_path):
+    """bench/linux_cross_check.py, one seed: every scenario has its row; on tail-loss Linux
+    and the oracle agree at every ACK, on rtt-jitter they do not (HyStart off: Linux's
+    recovery lasts until high_seq); 6.1 and 6.12 never differ (docs/linux-cross-check.md).
+    --seeds 0 is exit 2 with one line."""
+    from ccdiff.build import ensure_built
+    ensure_built("linux@6.1")
+    ensure_built("linux@6.12")
+    out = tmp_path / "x.json"
+    done = run("linux_cross_check.py", "--seeds", "1", "--stack", "linux@6.12:hystart=off", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    rows = doc["scenarios"]
+    assert "tail-loss" in rows and "death-spiral" in rows
+    assert rows["tail-loss"]["stacks"]["linux@6.12:hystart=off"]["agree"] == 1.0
+    assert rows["rtt-jitter"]["stacks"]["linux@6.12:hystart=off"]["agree"] < 0.5
+    assert all(r["version_diffs"] == 0 for r in rows.values())
+    assert "| tail-loss |" in done.stdout
+    bad = run("linux_cross_check.py", "--seeds", "0")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -82,3 +82,44 @@ def test_two_concurrent_forced_builds_of_one_stack_take_turns(tmp_path, monkeypa
     outputs = [b.communicate(timeout=120)[0] for b in builds]
     assert [b.returncode for b in builds] == [0, 0], outputs
     assert (out / "times-built").read_text() == "built\nbuilt\n"
+
+
+def _ar(members) -> bytes:
+    """An ar archive (the .deb container): magic, then 60-byte headers, even padding."""
+    out = b"!<arch>\n"
+    for name, data in members:
+        header = f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
+        assert len(header) == 60
+        out += header + data + (b"\n" if len(data) % 2 else b"")
+    return out
+
+
+def test_a_deb_unpacks_its_data_tar(tmp_path):
+    """ccdiff build unpacks a Debian package (the linux stack's linux-source-<v>.deb): the
+    data.tar.* member's tree, not the control files; an odd-sized member before it is
+    padded; anything that is not an ar archive, or has no data.tar, is a setup error."""
+    import lzma
+
+    import pytest
+
+    from ccdiff.build import unpack
+    from ccdiff.errors import SetupError
+    payload = io.BytesIO()
+    with tarfile.open(fileobj=payload, mode="w") as tar:
+        info = tarfile.TarInfo("./usr/src/linux-source-6.12.tar.xz")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"xyz"))
+    deb = tmp_path / "linux-source-6.12_6.12.117-1_all.deb"
+    deb.write_bytes(_ar([("debian-binary", b"2.0\n"), ("control.tar.xz", b"odd"),
+                         ("data.tar.xz", lzma.compress(payload.getvalue()))]))
+    unpack(deb, tmp_path / "src")
+    assert (tmp_path / "src" / "usr" / "src" / "linux-source-6.12.tar.xz").read_bytes() == b"xyz"
+    assert not (tmp_path / "src" / "control.tar.xz").exists()
+    bad = tmp_path / "bad.deb"
+    bad.write_bytes(b"not an ar archive")
+    with pytest.raises(SetupError, match="not a Debian package"):
+        unpack(bad, tmp_path / "src2")
+    empty = tmp_path / "empty.deb"
+    empty.write_bytes(_ar([("debian-binary", b"2.0\n")]))
+    with pytest.raises(SetupError, match="no data.tar"):
+        unpack(empty, tmp_path / "src3")

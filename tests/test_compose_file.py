@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ("quiche", "ngtcp2", "picoquic", "quinn")
+ADAPTERS = ("quiche", "ngtcp2", "picoquic", "quinn", "aioquic", "linux", "s2n-quic")
 
 
 def services() -> dict:
@@ -38,5 +38,6 @@ def test_every_stack_recipe_has_its_adapter_service_and_remote():
         assert name in ADAPTERS, name
         assert all_services[name]["build"]["args"]["STACK"] == name
         for client in ("replay", "conformance", "ccdiff"):
-            assert all_services[client]["environment"][f"CCDIFF_REMOTE_{name.upper()}"] == f"{name}:7000"
+            env = f"CCDIFF_REMOTE_{name.upper().replace('-', '_')}"   # ccdiff/remote.py
+            assert all_services[client]["environment"][env] == f"{name}:7000"
             assert name in all_services[client]["depends_on"]

@@ -53,7 +53,7 @@ def test_reports_the_controller_files_with_numbers(ngtcp2_examples):
     total = doc["totals"]["examples"]
     assert 0 < total["lines_covered"] < total["lines"] and 0 < total["line_pct"] < 100
     assert 0 < total["branches_covered"] < total["branches"]
-    assert doc["runs"]["examples"]["runs"] == 4 and not doc["runs"]["examples"]["errors"]
+    assert doc["runs"]["examples"]["runs"] == 2 * len(list((ROOT / "examples").glob("*.jsonl"))) and not doc["runs"]["examples"]["errors"]
     from ccdiff.coverage import coverage_dir
     from ccdiff.paths import build_dir
     assert Path(doc["build"]) == coverage_dir() / "ngtcp2" / "1.25.0" != build_dir() / "ngtcp2" / "1.25.0"
@@ -192,3 +192,95 @@ def test_rust_stack_line_coverage(tmp_path):
     doc = json.loads((tmp_path / "all.json").read_text())
     assert "quinn@0.11.19:cc=reno,mtu=discovered" in doc["specs"]
     assert not any(r["function"].endswith("::on_mtu_update") for e in doc["files"].values() for r in e["uncovered"])
+
+
+@pytest.fixture(scope="module")
+def aioquic_examples(tmp_path_factory):
+    """aioquic's coverage over the examples, in a coverage folder of its own under tmp."""
+    out = tmp_path_factory.mktemp("pycov")
+    normal = Path(os.environ.get("CCDIFF_BUILD_DIR", ROOT / "build")) / "aioquic" / "1.7.2" / "ccdiff_adapter.py"
+    before = normal.stat().st_mtime_ns if normal.exists() else None
+    env = dict(os.environ, CCDIFF_COVERAGE_BUILD_DIR=str(out / "cov"))
+    result = _ccdiff("coverage", "aioquic", "--examples", "--json", str(out / "cov.json"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert (normal.stat().st_mtime_ns if normal.exists() else None) == before
+    return json.loads((out / "cov.json").read_text()), result
+
+
+def test_python_stack_line_and_branch_coverage(aioquic_examples):
+    """aioquic (in process) through coverage.py in the child: lines and branches of the
+    pinned congestion modules, with upstream permalinks."""
+    from ccdiff.coverage import default_traces
+    doc, result = aioquic_examples
+    congestion = "src/aioquic/quic/congestion/"
+    assert set(doc["files"]) == {congestion + "cubic.py", congestion + "reno.py", congestion + "base.py"}
+    assert doc["specs"] == ["aioquic@1.7.2:cc=cubic", "aioquic@1.7.2:cc=reno"]
+    assert doc["runs"]["examples"]["runs"] == 2 * len(default_traces(ROOT / "examples"))
+    assert not doc["runs"]["examples"]["errors"]
+    total = doc["totals"]["examples"]
+    assert 0 < total["lines_covered"] < total["lines"] and 0 < total["line_pct"] < 100
+    assert 0 < total["branches_covered"] < total["branches"] and total["branch_pct"] is not None
+    assert congestion + "cubic.py" in result.stdout and "line% / branch%" in result.stdout
+    # death-spiral's losses start a congestion event in CUBIC: the reduction runs
+    entry = doc["files"][congestion + "cubic.py"]
+    src = (Path(doc["build"]) / "upstream" / "aioquic" / "quic" / "congestion" / "cubic.py").read_text().splitlines()
+    lost = next(n for n, line in enumerate(src, 1) if "def on_packets_lost(" in line)
+    key = [n for n in range(lost, lost + 40) if src[n - 1].strip() in
+           ("self._congestion_recovery_start_time = now", "self.ssthresh = new_ssthresh")]
+    assert len(key) == 2 and set(key) <= set(entry["covered_lines"])
+    # the branch into the reduction was both taken and not taken somewhere
+    assert not any(p["line"] == key[0] - 1 for p in entry["partial_branches"])
+    # on_packets_expired is the PTO's, which only a lenient trace (an imported qlog) has: the
+    # examples are strict, so it stays uncovered, driven (not in NOT_DRIVEN), linked upstream
+    expired = [r for r in entry["uncovered"] if r["function"] == "CubicCongestionControl.on_packets_expired"]
+    assert expired and not expired[0]["not_driven"]
+    assert expired[0]["url"].startswith(
+        "https://github.com/aiortc/aioquic/blob/1.7.2/src/aioquic/quic/congestion/cubic.py#L")
+
+
+def test_python_not_driven_functions_exist_and_stay_unrun(aioquic_examples):
+    from ccdiff.coverage import NOT_DRIVEN
+    doc, _ = aioquic_examples
+    flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
+    assert flagged == set(NOT_DRIVEN["aioquic"])
+    assert doc["driven"]["examples"]["lines"] < doc["totals"]["examples"]["lines"]
+
+
+def test_python_coverage_without_coverage_py_is_one_clear_error(monkeypatch):
+    from ccdiff import coverage
+    from ccdiff.errors import SetupError
+    monkeypatch.setitem(sys.modules, "coverage", None)     # `import coverage` raises ImportError
+    with pytest.raises(SetupError, match=r"Python coverage needs the coverage package .*pip install"):
+        coverage.coverage_module()
+    # the version it names is the one the test extra pins
+    assert f'"{coverage.PYCOV_PIN}"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_linux_kernel_files_through_the_extracted_copies(tmp_path):
+    """Linux's pinned source is a tarball: build.sh extracts the kernel files into the
+    coverage folder and compiles copies (tcp_cubic.c whole, tcp_cong.c's Reno block);
+    gcov's lines of the copies are reported at the kernel file's own line numbers."""
+    from ccdiff.coverage import NOT_DRIVEN
+    env = dict(os.environ, CCDIFF_COVERAGE_BUILD_DIR=str(tmp_path / "cov"))
+    result = _ccdiff("coverage", "linux", "--examples", "--json", str(tmp_path / "l.json"), env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((tmp_path / "l.json").read_text())
+    assert set(doc["files"]) == {"net/ipv4/tcp_cubic.c", "net/ipv4/tcp_cong.c"}
+    assert not doc["runs"]["examples"]["errors"]
+    total = doc["totals"]["examples"]
+    assert 0 < total["lines_covered"] < total["lines"] and 0 < total["branches_covered"] < total["branches"]
+    tree = next(Path(doc["build"], "work", "kernel").glob("linux-source-*"))
+    cong = tree / "net" / "ipv4" / "tcp_cong.c"
+    # the losses run CUBIC's ssthresh and Reno's, at the kernel files' own lines
+    for rel, name in (("net/ipv4/tcp_cubic.c", "cubictcp_recalc_ssthresh"), ("net/ipv4/tcp_cong.c", "tcp_reno_ssthresh")):
+        lines = _function_lines(tree / rel, name)
+        assert set(lines) & set(doc["files"][rel]["covered_lines"]), name
+    # lines of tcp_cong.c outside the compiled block are not instrumented at all
+    outside = set(_function_lines(cong, "tcp_set_ca_state"))
+    entry = doc["files"]["net/ipv4/tcp_cong.c"]
+    assert not outside & (set(entry["covered_lines"]) | set(entry["uncovered_lines"]))
+    undo = [r for r in entry["uncovered"] if r["function"] == "tcp_reno_undo_cwnd"]
+    assert undo and undo[0]["not_driven"] and undo[0]["url"].startswith(
+        "https://github.com/gregkh/linux/blob/v6.12.117/net/ipv4/tcp_cong.c#L")
+    flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
+    assert flagged == set(NOT_DRIVEN["linux"])

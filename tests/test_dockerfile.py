@@ -6,8 +6,9 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Imported only when a controller is opened (stacks.open_controller), never while building.
-RUNTIME_ONLY = {"clock", "remote", "native"}
+# Imported only when a controller is opened (stacks.open_controller, open_adapter), never while
+# building.
+RUNTIME_ONLY = {"clock", "remote", "native", "pyadapter"}
 
 
 def copied_sets():
@@ -42,3 +43,35 @@ def test_every_partial_copy_of_ccdiff_is_self_contained():
                 continue
             missing = relative_imports(module) - modules - RUNTIME_ONLY
             assert not missing, f"docker/Dockerfile copies ccdiff/{module}.py to {root} without {sorted(missing)}"
+
+
+def _dockerignored(path: str) -> bool:
+    """Whether .dockerignore keeps `path` (relative to the repository) out of the build context;
+    its patterns are plain names and globs, each applied to a path and its parents."""
+    import fnmatch
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return any(fnmatch.fnmatch(prefix, pattern) for pattern in patterns for prefix in prefixes)
+
+
+def test_clusterfuzzlite_image_starts_from_the_upstream_builder_and_gets_what_build_sh_reads():
+    """.clusterfuzzlite/Dockerfile builds FROM the name ClusterFuzzLite and OSS-Fuzz use, which
+    docker/oss-fuzz/make-base-builder.sh gives the local stand-in; `COPY . $SRC/ccdiff` must carry
+    every file build.sh and the smoke run read (the context's .dockerignore drops some folders)."""
+    dockerfile = (ROOT / ".clusterfuzzlite" / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert froms == ["gcr.io/oss-fuzz-base/base-builder-rust"]
+    assert "TAG=gcr.io/oss-fuzz-base/base-builder-rust\n" in (ROOT / "docker/oss-fuzz/make-base-builder.sh").read_text()
+    needed = ["ccdiff/fuzzing/ossfuzz.py", "ccdiff/build.py", "fuzz/driver/fz_harness.c", "fuzz/ccdiff.dict",
+              "fuzz/seeds/no-loss", "implementations/quiche/build.sh", "implementations/include/ccdiff_adapter.h",
+              "docker/oss-fuzz/smoke.sh", ".clusterfuzzlite/build.sh"]
+    for path in needed:
+        assert (ROOT / path).exists(), path
+        assert not _dockerignored(path), f".dockerignore drops {path}, which the fuzz target build needs"
+    # the stand-in's build context: the package list its install step reads
+    stand_in = (ROOT / "docker" / "oss-fuzz" / "Dockerfile").read_text()
+    for copied in re.findall(r"^COPY (.+) \S+$", stand_in, re.M):
+        for path in copied.split():
+            assert not _dockerignored(path), path

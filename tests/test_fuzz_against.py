@@ -24,10 +24,13 @@ from ccdiff.snapshot import Snapshot
 from ccdiff.stacks import load_recipes
 
 from .test_planted_bugs import MUTANTS, PINNED, build_copy, ccdiff, pristine_source  # noqa: F401
+from planted_bugs import Planted   # bench/, on sys.path through test_planted_bugs
 
 BASELINE = f"ngtcp2@{PINNED}"
-BETA = MUTANTS["beta-0.5"][:2]
-WHITESPACE = ("  cstat->ssthresh = cstat->cwnd * 7 / 10;", "  cstat->ssthresh   =  cstat->cwnd * 7 / 10;  ")
+BETA = MUTANTS["beta-0.5"][0]
+WHITESPACE = Planted("ngtcp2-whitespace", "ngtcp2", "lib/ngtcp2_cc.c",
+                     "  cstat->ssthresh = cstat->cwnd * 7 / 10;", "  cstat->ssthresh   =  cstat->cwnd * 7 / 10;  ",
+                     "whitespace only: no behaviour changes, so no difference may be stored")
 FUZZ_TIME = "15s"
 
 

@@ -97,3 +97,15 @@ def test_workers_finishing_together_write_one_whole_report(tmp_path):
         assert proc.returncode == 0, err[-2000:]
     index = tmp_path / "quiche@0.26.0" / "report" / "index.html"
     assert "future-recovery-start" in index.read_text()
+
+
+def test_harnesses_skip_python_stacks(tmp_path, monkeypatch):
+    """aioquic is fuzzed in process (hypothesis, atheris): the image builds no AFL++ or
+    honggfuzz harness for it, and still builds them for the native stacks named."""
+    build_fuzz = load_build_fuzz()
+    monkeypatch.setenv("CCDIFF_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setenv("CCDIFF_FUZZ_BUILD_DIR", str(tmp_path / "fuzz"))
+    built = []
+    monkeypatch.setattr(harness_module, "harness", lambda target, engine: built.append((target.label, engine)) or "x")
+    build_fuzz.main("harnesses", ["aioquic@1.7.2", "quinn@0.11.19"])
+    assert built == [("quinn@0.11.19", "afl"), ("quinn@0.11.19", "honggfuzz")]

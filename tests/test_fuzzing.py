@@ -419,11 +419,17 @@ def test_worker_names_are_checked():
 
 def test_spurious_undo_after_idle_is_not_idle_inflation():
     """Harness defect found by fuzzing, fixed in invariants.py: a spurious-loss undo right
-    after an idle period restored quiche's pre-loss window and idle-inflation blamed W_cubic(t)."""
+    after an idle period restored quiche's pre-loss window and idle-inflation blamed W_cubic(t).
+
+    Since the adapter follows quiche's sent_packets (docs/entry-points.md: rollback only
+    while quiche still holds the lost packet, recovery.rs:173-182, 305-327), this trace no
+    longer undoes at all: packet 135 was drained one smoothed RTT after its loss, long
+    before its ACK 940 ms later, so a real quiche connection cannot take this path.  What
+    stays: the window is left alone and nothing is blamed on W_cubic(t)."""
     trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "spurious-undo-after-idle.jsonl"))
     result = replay(trace, ["quiche@0.30.0", QUICHE])
     cwnds = [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots]
-    assert cwnds[-3:] == [5880, 8400, 8400]          # the undo (event 12) is what grows the window
+    assert cwnds[-3:] == [5880, 5880, 5880]          # the late ACK of 135 (event 12) undoes nothing
     assert "idle-inflation" not in {f.invariant for f in result.findings}
 
 

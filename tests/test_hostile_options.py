@@ -29,6 +29,7 @@ from ccdiff.cli import EXIT_ERROR, build_parser, main, numeric_bounds
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = str(ROOT / "examples" / "death-spiral.jsonl")
+QLOG = str(ROOT / "tests" / "fixtures" / "qlog" / "aioquic-cubic-idle.qlog")   # the smallest real qlog
 CASE_SECONDS = 8      # a case still running then counts as "no error" (a case takes ~1 s)
 SERVER_SECONDS = 2    # a server that started serves until then
 
@@ -38,18 +39,24 @@ SERVER_SECONDS = 2    # a server that started serves until then
 INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
           ("build", "source"), ("decode", "input"), ("serve-reports", "folder"), ("conform", "baseline"),
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace"),
-          ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus")}
+          ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus"), ("merge", "shards"),
+          ("merge", "baseline"), ("import", "qlog"), ("fidelity", "qlog"),
+          ("fuzz-triage", "inputs")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings"),
-           ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json")}
+           ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json"), ("merge", "out"),
+           ("import", "output"), ("import", "json"), ("import", "scenario"), ("fidelity", "out"), ("fidelity", "json"),
+           ("fuzz-triage", "findings")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
-             ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"), ("sim", "stack"),
+             ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"),
+             ("conform", "shard"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "against"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
-             ("minimize", "stack"), ("minimize", "invariant"), ("versions", "stack"), ("coverage", "stack"),
+             ("minimize", "stack"), ("minimize", "invariant"), ("fidelity", "stack"), ("versions", "stack"), ("coverage", "stack"),
              ("bisect", "stack"), ("bisect", "invariant"), ("bisect", "good"), ("bisect", "bad"),
              # choices (walked with "nosuch-choice" like every choice), listed so a reader finds them
              ("replay", "qlog_schema"), ("matrix", "qlog_schema"), ("report", "qlog_schema"),
-             ("conform", "qlog_schema"), ("fuzz", "qlog_schema")}
+             ("conform", "qlog_schema"), ("fuzz", "qlog_schema"),
+             ("fuzz-triage", "stack"), ("fuzz-triage", "qlog_schema")}
 ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
 ZERO_IS_ERROR = {("conform", "seeds"), ("coverage", "seeds")}   # `conform --seeds 0` ran nothing and passed
 
@@ -100,6 +107,11 @@ class Scratch:
             os.mknod(self.full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
         self.sentinel = root.parent / "sentinel"
         self.sentinel.write_text("untouched\n")
+        # `ccdiff merge`'s inputs: the two shards of a one-seed run (2 cases, about a second)
+        self.shards = [root / "shard-1", root / "shard-2"]
+        for k, folder in enumerate(self.shards, 1):
+            assert main(["conform", "--scenarios", "idle-restart", "--seeds", "1", "--stacks", "oracle",
+                         "--jobs", "1", "--no-report", "--shard", f"{k}/2", "--out", str(folder)]) == 0
 
     def unreadable_inputs(self):
         return [str(self.root / "nonexistent" / "x"), "/dev/zero", str(self.loop), "/proc/self/mem"]
@@ -131,16 +143,22 @@ def base_args(command: str, scratch: Scratch, out: Path) -> dict:
         "conform": {"scenarios": ["--scenarios", "idle-restart"], "seeds": ["--seeds", "1"],
                     "stacks": ["--stacks", "oracle"], "jobs": ["--jobs", "1"], "report": ["--no-report"],
                     "out": ["--out", str(out / "conform")]},
+        "merge": {"shards": [str(folder) for folder in scratch.shards], "out": ["--out", str(out / "merged")]},
         "sim": {"scenario": ["idle-restart"], "stack": ["--stack", "oracle"]},
         "scenarios": {},
         "fuzz": {"stack": ["--stack", "nosuch-stack"], "engine": ["--engine", "hypothesis"],
                  "time": ["--time", "1s"], "findings": ["--findings", str(out / "findings")]},
+        # a folder of inputs checked, then parse-level only: a real triage builds the stack's harness
+        "fuzz-triage": {"inputs": [str(scratch.root)], "stack": ["--stack", "nosuch-stack"],
+                        "findings": ["--findings", str(out / "findings")]},
         "check-harness": {"stack": ["--stack", "oracle"], "traces": [TRACE], "relations": ["--relations", "pn"]},
         # the oracle varied as quiche 0.26.0 measured idle: the death spiral fires in ~0.2 s
         "versions": {"stack": ["quiche"], "offline": ["--offline"]},   # no registry read
         # a real bisect builds releases (minutes): parse-level only, like build
         "bisect": {"trace": [TRACE], "stack": ["--stack", "nosuch-stack"],
                    "invariant": ["--invariant", "future-recovery-start"], "all": ["--all"]},
+        "import": {"qlog": [QLOG], "output": ["-o", str(out / "t.jsonl")]},
+        "fidelity": {"qlog": [QLOG], "stack": ["--stack", "oracle"]},
         "minimize": {"trace": [TRACE], "stack": ["--stack", "oracle:idle=last-send"],
                      "invariant": ["--invariant", "future-recovery-start"], "output": ["-o", str(out / "min.jsonl")]},
     }

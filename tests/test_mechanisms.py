@@ -283,8 +283,9 @@ def test_profile_rejects_a_bad_mechanism_entry(tmp_path, deviation, message):
 
 
 def test_every_mechanism_names_its_upstream_rule():
-    for mechanism in MECHANISMS.values():
-        assert mechanism.invariants and ".c:" in mechanism.rule
+    import re
+    for mechanism in MECHANISMS.values():   # file:line in a C, Rust or Python source (aioquic); s2n-quic's are .rs
+        assert mechanism.invariants and re.search(r"\.(c|rs|py):\d+", mechanism.rule), mechanism.name
 
 
 def test_stacks_waivers_lists_every_whole_invariant_waiver_with_a_reason(capsys):
@@ -307,3 +308,77 @@ def test_stacks_waivers_lists_every_whole_invariant_waiver_with_a_reason(capsys)
         assert len(entry["wholesale"]) == tolerated
     assert main(["stacks", "--waivers"]) == 0
     assert "whole-invariant waivers" in capsys.readouterr().out
+
+
+# -- picoquic (issue #21: its wholesale waivers hid a beta of 0.5 and ignored ECN) -----------
+
+def _resolved(kind, t, packets=(), ecn_ce=False):
+    from ccdiff.ledger import Resolved
+    return Resolved(kind, t, 0, 0, tuple(packets), (50_000, 50_000, 25_000, 50_000), ecn_ce=ecn_ce)
+
+
+def test_picoquic_loss_rate_filter_is_cc_common_c_arithmetic():
+    """cc_common.c:105-136: per lost packet number an EWMA of 1/16, decayed once per number
+    since the last loss (at most 32), counted above 15%; numbers at or below the last one
+    (packet 0 on a fresh connection) never update."""
+    from ccdiff.mechanisms import PicoquicLossRateFilter
+    m = PicoquicLossRateFilter(1200)
+    assert m.loss_test(0) is False and m.rate == 0.0
+    rate, verdicts = 0.0, []
+    for pn in (30, 32, 34, 36, 38):
+        rate = rate * (15 / 16) ** 2 if pn != 30 else 0.0
+        rate += (1 - rate) / 16
+        verdicts.append(m.loss_test(pn))
+        assert m.rate == pytest.approx(rate)
+    assert verdicts == [False, False, True, True, True]         # 0.0625, 0.114, 0.156 > 0.15
+    before = m.rate
+    assert m.loss_test(1_000) is False                          # 962 numbers later: 32 decays, not 962
+    assert m.rate == pytest.approx(before * (15 / 16) ** 32 + (1 - before * (15 / 16) ** 32) / 16)
+    after = m.rate
+    assert m.loss_test(999) is False and m.rate == after and m.last_lost == 1_000   # below the last: no update
+
+
+def test_picoquic_mechanisms_never_excuse_ce_or_a_deeper_reduction():
+    from ccdiff.ledger import ACKED, LOST, SENT
+    from ccdiff.mechanisms import PicoquicHystartDelayExit, PicoquicLossRateFilter, PicoquicRecoveryByPacketNumber
+    snap = Snapshot(12_000, 9_000, 0, "congestion_avoidance", 0, 0, 12_000.0, 0.0)
+    m = PicoquicLossRateFilter(1200)
+    m.observe(1, _resolved(LOST, 100, [(5, 10, 1200, False)]))
+    ack = _resolved(ACKED, 100, [(6, 10, 1200, False)], ecn_ce=True)
+    assert not m.explains(Occurrence("missing-reduction", "missing-reduction", 2, 100, snap, snap,
+                                     [(1, _resolved(LOST, 100, [(5, 10, 1200, False)])), (2, ack)]))
+    loss_only = [(1, _resolved(LOST, 100, [(5, 10, 1200, False)])), (2, _resolved(ACKED, 100, [(6, 10, 1200, False)]))]
+    assert m.explains(Occurrence("missing-reduction", "missing-reduction", 2, 100, snap, snap, loss_only))
+    # HyStart's exit keeps at least 7/16 of the window, only from the initial slow start.
+    start = Snapshot(16_000, None, 0, "slow_start", None, 0, None, None)
+    hystart = PicoquicHystartDelayExit(1200)
+    for after, ok in ((Snapshot(7_000, 7_000, 0, "congestion_avoidance", None, 0, None, None), True),
+                      (Snapshot(6_900, 6_900, 0, "congestion_avoidance", None, 0, None, None), False)):
+        assert hystart.explains(Occurrence("excess-reduction", "no-signal", 3, 100, start, after, [])) is ok
+    # A second reduction for a loss numbered below the recovery sequence is never picoquic's.
+    r = PicoquicRecoveryByPacketNumber(1200)
+    for pn in range(10):
+        r.observe(pn, _resolved(SENT, 0, [(pn, 0, 1200, False)]))
+    r.recovery_sequence, r.avoidance = 8, True
+    lost = [(20, _resolved(LOST, 100, [(3, 0, 1200, False)]))]
+    r.observe(20, lost[0][1])
+    after = Snapshot(8_400, 8_400, 0, "congestion_avoidance", 100, 100, 12_000.0, 0.0)
+    assert not r.explains(Occurrence("excess-reduction", "in-recovery", 20, 100, snap, after, lost))
+    lost_new = [(21, _resolved(LOST, 100, [(9, 0, 1200, False)]))]
+    r.observe(21, lost_new[0][1])
+    assert r.explains(Occurrence("excess-reduction", "in-recovery", 21, 100, snap, after, lost_new))
+
+
+def test_picoquic_app_limited_by_timestamp_replays_the_send_time_rule():
+    from ccdiff.ledger import ACKED, APP_IDLE, SENT
+    from ccdiff.mechanisms import PicoquicAppLimitedByTimestamp
+    m = PicoquicAppLimitedByTimestamp(1200)
+    m.observe(0, _resolved(SENT, 10, [(0, 10, 1200, False)]))
+    m.observe(1, _resolved(APP_IDLE, 10))
+    m.observe(2, _resolved(ACKED, 60, [(0, 10, 1200, False)]))   # sent at the limited instant: no growth
+    m.observe(3, _resolved(SENT, 70, [(1, 70, 1200, True)]))      # an app-limited send at 70
+    m.observe(4, _resolved(SENT, 80, [(2, 80, 1200, False)]))
+    m.observe(5, _resolved(ACKED, 130, [(2, 80, 1200, False)]))  # newest acked sent after 70: grows
+    snap = Snapshot(12_000, 9_000, 0, "congestion_avoidance", None, 0, None, None)
+    occ = lambda i: Occurrence("growth-while-app-limited", "growth-while-app-limited", i, 0, snap, snap, [])
+    assert not m.explains(occ(2)) and m.explains(occ(5))

@@ -141,12 +141,52 @@ ACKS_FIRST = ("quinn grows on every packet of an ACK frame before that frame's l
               "the largest comes first and reveals the loss, so the reduction starts from a window "
               "grown by two packets instead of three (10,080 instead of 10,920); only the "
               "documented trajectory-divergence moves")
+ACKS_FIRST_SMALL_WINDOW = (
+    "quinn grows on every packet of an ACK frame before that frame's ECN reaction (profile "
+    "acks-before-losses): split at a 2,582-byte window, the frame with the CE mark acknowledges "
+    "one packet, quinn grows to 3,781 and 0.7 x 3,781 = 2,647 is above the window before the "
+    "mark.  The profile documents this case (an ACK of more than 3/7 of the window) and does "
+    "not waive it: a real missing-reduction, which two ACK frames in one packet reach")
+AIOQUIC_SPLIT = (
+    "aioquic hands every packet of an ACK frame to the controller before that frame's loss "
+    "detection (recovery.py, profile acks-before-losses), and its CUBIC has no recovery check "
+    "(cubic.py:70-76, a real growth-in-recovery, unsplit too): split frames grow the window "
+    "twice in recovery and the trajectory leaves the oracle's envelope after that violation")
+PER_FRAME_S2N = ("s2n-quic calls on_ack once per ACK frame with the frame's bytes and its largest "
+                 "packet's send time (s2n-quic-transport recovery/manager.rs:728-741), capped per "
+                 "frame at half the bytes in congestion avoidance and by the highest bytes in flight "
+                 "seen at an ACK (cubic.rs:297, 329-341, 556-558): two frames are a different input, "
+                 "and growth on the second frame of an app-limited burst is its under-utilized rule "
+                 "(profile under-utilized-window); only documented deviations move")
+# (trace, stack name) -> violations a listed relation may add: a stack's own documented but
+# unwaived finding that the relation's input reaches and the original does not.
+NEW_VIOLATIONS = {("ecn-small-window.jsonl", "quinn"): {"missing-reduction", "trajectory-divergence"},  # follows it
+                  ("app-limited-then-bulk.jsonl", "aioquic"): {"trajectory-divergence"},   # follows growth-in-recovery
+                  # follows Linux's stuck-at-minimum (idle measured from the last send, real, unwaived:
+                  # docs/closed-loop-results.md), which the unsplit trace has too
+                  ("ecn-small-window.jsonl", "linux"): {"trajectory-divergence"}}
+PER_ACK_LINUX = ("Linux runs pkts_acked, the recovery exit at high_seq and cong_avoid once per ACK "
+                 "(tcp_ack, tcp_input.c:3964-4124), with the packets it newly acknowledges as one count, "
+                 "and tcp_is_cwnd_limited lets slow start grow while cwnd < 2 x max_packets_out "
+                 "(include/net/tcp.h:1391-1403, profile cwnd-limited-per-window): split ACKs are a "
+                 "different input; only documented deviations move")
 KNOWN_STACK_CHANGES = {
     ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
     ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@6"}, PER_FRAME),
     ("idle-restart.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
     ("quiche-missed-event-then-growth.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@12"}, PER_FRAME),
     ("death-spiral.jsonl", "quinn"): ({"split-ack@6"}, ACKS_FIRST),
+    ("app-limited-then-bulk.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
+    ("repeated-losses.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
+    ("ecn-small-window.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@334"}, PER_FRAME),
+    ("ecn-small-window.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_SMALL_WINDOW),
+    ("app-limited-then-bulk.jsonl", "aioquic"): ({"split-all-acks"}, AIOQUIC_SPLIT),
+    ("death-spiral.jsonl", "linux-reno"): ({"split-all-acks"}, PER_ACK_LINUX),
+    ("ecn-small-window.jsonl", "linux"): ({"split-all-acks"}, PER_ACK_LINUX),
+    ("quiche-undo-then-avoidance-entry.jsonl", "linux"): ({"split-all-acks", "split-ack@10"}, PER_ACK_LINUX),
+    ("quiche-undo-then-avoidance-entry.jsonl", "linux-reno"): ({"split-all-acks", "split-ack@10"}, PER_ACK_LINUX),
+    ("death-spiral.jsonl", "s2n-quic"): ({"split-all-acks", "split-ack@129"}, PER_FRAME_S2N),
+    ("quiche-undo-then-avoidance-entry.jsonl", "s2n-quic"): ({"split-all-acks", "split-ack@10"}, PER_FRAME_S2N),
 }
 
 
@@ -160,9 +200,11 @@ def test_no_relation_changes_a_verdict(path, spec):
     rows = [r for r in check_trace(load_any(path), spec) if r.changed]
     expected, why = KNOWN_STACK_CHANGES.get((Path(path).name, spec.split("@")[0]), (set(), ""))
     assert {r.relation for r in rows} == expected, why
+    allowed = NEW_VIOLATIONS.get((Path(path).name, spec.split("@")[0]), set())
     for row in rows:
         violations = [{v[:2] for v in verdict if v[2] == "violation"} for verdict in (row.before, row.after)]
-        assert violations[0] == violations[1], (row.relation, why)
+        assert violations[0] <= violations[1], (row.relation, why)          # none disappears
+        assert {inv for _, inv in violations[1] - violations[0]} == allowed, (row.relation, why)
 
 
 def test_check_harness_cli_reports_a_change_with_exit_1_and_none_with_exit_0(tmp_path):

@@ -37,15 +37,14 @@ from ccdiff.stacks import load_recipes
 PINNED = "1.25.0"
 SCENARIO, SEEDS = "death-spiral", 5
 CC = "lib/ngtcp2_cc.c"
-# name -> (old text, new text, the invariant that must catch it).  "\n" stands for the
-# file's own line ending (the crate ships CRLF).
-MUTANTS = {
-    "beta-0.5": ("  cstat->ssthresh = cstat->cwnd * 7 / 10;",
-                 "  cstat->ssthresh = cstat->cwnd * 5 / 10;", "excess-reduction"),
-    "no-recovery-check": ("  if (ack->bytes_delivered == 0 ||\n"
-                          "      in_congestion_recovery(cstat, ack->largest_pkt_sent_ts)) {",
-                          "  if (ack->bytes_delivered == 0) {", "growth-in-recovery"),
-}
+# The planted changes are bench/planted_bugs.py's (one definition for the bench's example
+# replays and this conform test); here, the invariant that must catch each.
+sys.path.insert(0, str(project_root() / "bench"))
+from planted_bugs import PLANTED, plant   # noqa: E402
+
+_BUGS = {bug.name: bug for bug in PLANTED}
+MUTANTS = {"beta-0.5": (_BUGS["ngtcp2-beta-0.5"], "excess-reduction"),
+           "no-recovery-check": (_BUGS["ngtcp2-no-recovery-check"], "growth-in-recovery")}
 WATCHED = {"excess-reduction", "growth-in-recovery"}
 
 
@@ -55,16 +54,6 @@ def ccdiff(*args, build_dir: Path | None = None, timeout: int = 600) -> subproce
         env["CCDIFF_BUILD_DIR"] = str(build_dir)
     return subprocess.run([sys.executable, "-m", "ccdiff", *args], cwd=project_root(), env=env,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def patch(tree: Path, old: str, new: str) -> None:
-    """One change, applied exactly once (a test of a patch that no longer applies fails)."""
-    path = tree / CC
-    text = path.read_bytes().decode()
-    eol = "\r\n" if "\r\n" in text else "\n"
-    old, new = old.replace("\n", eol), new.replace("\n", eol)
-    assert text.count(old) == 1, f"{CC}: the planted change no longer applies: {old!r}"
-    path.write_bytes(text.replace(old, new).encode())
 
 
 def conform(stack: str, out: Path, build_dir: Path | None = None) -> tuple[int, dict]:
@@ -107,12 +96,12 @@ def pristine(tmp_path_factory) -> dict:
     return by_seed
 
 
-def build_copy(source: Path, tmp: Path, name: str, change=None) -> tuple[str, Path]:
+def build_copy(source: Path, tmp: Path, name: str, bug=None) -> tuple[str, Path]:
     """Copy, patch, `ccdiff build ngtcp2 --source`; returns (stack spec, its build folder)."""
     tree = tmp / name
     shutil.copytree(source, tree)
-    if change is not None:
-        patch(tree, *change)
+    if bug is not None:
+        plant(tree, bug)          # exactly once, or it raises: a change that no longer applies fails
     build_dir = tmp / "build"
     done = ccdiff("build", "ngtcp2", "--source", str(tree), build_dir=build_dir)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -123,8 +112,8 @@ def build_copy(source: Path, tmp: Path, name: str, change=None) -> tuple[str, Pa
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_planted_bug_is_flagged_by_conform_and_pristine_is_not(name, pristine_source, pristine, tmp_path):
-    old, new, invariant = MUTANTS[name]
-    spec, build_dir = build_copy(pristine_source, tmp_path, name, (old, new))
+    bug, invariant = MUTANTS[name]
+    spec, build_dir = build_copy(pristine_source, tmp_path, name, bug)
     code, by_seed = conform(spec, tmp_path / "out", build_dir)
     caught = violations(by_seed, {invariant})
     assert code == 1

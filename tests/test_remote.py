@@ -33,7 +33,7 @@ def ccdiff(*args, env=None, timeout=120):
 @pytest.fixture(scope="module")
 def server():
     """`ccdiff serve` on a free port, serving every built adapter."""
-    for spec in ("quiche@0.26.0", "quiche@0.30.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0"):
+    for spec in ("quiche@0.26.0", "quiche@0.30.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0", "aioquic@1.7.2"):
         ensure_built(spec)
     proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "serve", "--port", "0"], cwd=ROOT,
                             stderr=subprocess.PIPE, text=True)
@@ -48,7 +48,7 @@ def server():
 def remote_env(port, build_dir="/nonexistent", **extra):
     env = dict(os.environ, CCDIFF_BUILD_DIR=build_dir, **extra)
     for stack in STACKS:
-        env[f"CCDIFF_REMOTE_{stack.upper()}"] = f"127.0.0.1:{port}"
+        env["CCDIFF_REMOTE_" + stack.upper().replace("-", "_")] = f"127.0.0.1:{port}"   # ccdiff/remote.py
     return env
 
 
@@ -60,6 +60,7 @@ def test_remote_matrix_is_byte_identical_to_native(server, tmp_path):
     doc = json.loads((tmp_path / "remote.json").read_text())
     # The remote side really served the stacks (no library in /nonexistent).
     assert "quiche@0.26.0" in doc["stacks"] and "picoquic@1.1.53.0" in doc["stacks"]
+    assert "aioquic@1.7.2" in doc["stacks"]       # a Python adapter, served like a library
     assert any(f["stack"] == "quiche@0.26.0" and f["invariant"] == "future-recovery-start"
                for f in doc["findings"])
     assert (tmp_path / "remote.json").read_bytes() == (tmp_path / "native.json").read_bytes()

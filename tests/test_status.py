@@ -11,7 +11,9 @@ from ccdiff.cli import main
 from ccdiff.errors import SetupError
 from ccdiff.invariants import Finding
 from ccdiff.profiles import Profile, judge, load_profile
+from ccdiff.replay import replay
 from ccdiff.stacks import resolve
+from ccdiff.trace import load_trace
 from ccdiff.status import DEVIATION, KNOWN, LENIENT, NEW, affects, status_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +78,31 @@ def test_a_divergence_follows_only_findings_that_came_before_it():
             finding("stuck-at-minimum", 46)]
     judge(late, profile)
     assert late[1].status == "violation" and late[1].detail.endswith("(follows future-recovery-start)")
+
+
+def test_a_divergence_inside_the_round_trip_an_idle_inflation_measures_follows_it():
+    """idle-inflation is flagged at the last ACK of the round trip after the idle, but the
+    window began to inflate at that round trip's first ACK: a divergence in between is the
+    inflation's footprint (split ACKs once moved ngtcp2's divergence on examples/idle-restart
+    there, and the wholesale waiver hid it)."""
+    profile = Profile(deviations=[{"id": "d", "tolerates": ["trajectory-divergence"]}])
+    inflation = finding("idle-inflation", 3215)
+    inflation.onset_index = 3170
+    findings = [finding("trajectory-divergence", 3178), inflation]
+    judge(findings, profile)
+    assert findings[0].status == "violation" and findings[0].detail.endswith("(follows idle-inflation)")
+    before_onset = [finding("trajectory-divergence", 3160), finding("idle-inflation", 3215)]
+    before_onset[1].onset_index = 3170
+    judge(before_onset, profile)
+    assert before_onset[0].status == "deviation"
+
+
+def test_the_checker_dates_an_idle_inflation_from_the_first_ack_after_the_idle():
+    trace = load_trace(str(ROOT / "examples" / "idle-restart.jsonl"))
+    (found,) = [f for f in replay(trace, ["ngtcp2@1.25.0"]).findings if f.invariant == "idle-inflation"]
+    first_ack_after_idle = next(i for i, ev in enumerate(trace.events)
+                                if ev.t >= 10_000_000 and type(ev).__name__ == "Ack")
+    assert found.onset_index == first_ack_after_idle < found.event_index
 
 
 def test_the_report_of_the_death_spiral_carries_its_status_and_no_bug_report_link(tmp_path):

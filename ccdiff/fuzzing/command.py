@@ -41,9 +41,12 @@ def worker_name(text: str) -> str:
 
 def add_parser(sub) -> None:
     from ..cli_help import Once, add_command
-    p = add_command(sub, "fuzz", summary="fuzz a stack's controller (AFL++, honggfuzz or Hypothesis), with triage",
+    p = add_command(sub, "fuzz", summary="fuzz a stack's controller (AFL++, honggfuzz, Hypothesis or atheris), "
+                    "with triage",
                     description="Fuzz a stack's controller with AFL++, honggfuzz (coverage-guided, in-process "
-                    "harnesses, fuzz/driver/) or Hypothesis (generated event streams, the oracle in the loop). "
+                    "harnesses, fuzz/driver/), Hypothesis (generated event streams, the oracle in the loop) "
+                    "or atheris (libFuzzer for Python: coverage-guided, in process, for a stack whose "
+                    "controller is Python, such as aioquic, which AFL++ and honggfuzz cannot drive). "
                     "Findings are replayed through the oracle, deduplicated and minimized into "
                     "FINDINGS/<stack>/<signature>/reproducer.jsonl; with --against BASELINE, the inputs on which "
                     "the two builds differ, into FINDINGS/<stack>/against-<baseline>/. A checkout built with "
@@ -54,8 +57,11 @@ def add_parser(sub) -> None:
                     examples=["ccdiff fuzz --stack quiche@0.26.0 --engine afl --time 10m",
                               "ccdiff fuzz --stack ngtcp2 --engine honggfuzz --time 1h --jobs 4",
                               "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s",
+                              "ccdiff fuzz --stack aioquic --engine atheris --time 10m",
                               "ccdiff fuzz --stack ngtcp2@git-1a2b3c4d5e --against ngtcp2@1.25.0 --engine afl "
-                              "--time 60s"])
+                              "--time 60s",
+                              "ccdiff fuzz triage cflite-crashes/ --stack quiche@0.26.0   (a folder of crash "
+                              "files from ClusterFuzzLite / OSS-Fuzz; --help there)"])
     p.add_argument("--stack", required=True, metavar="SPEC", action=Once,
                    help="the one stack to fuzz, e.g. quiche@0.26.0, ngtcp2, picoquic")
     p.add_argument("--against", default="", metavar="SPEC",
@@ -63,9 +69,10 @@ def add_parser(sub) -> None:
                    "candidate, which the engine fuzzes) and this baseline build differ -- in any snapshot "
                    "field at some event, or in an invariant one violates and the other does not -- into "
                    "FINDINGS/<candidate>/against-<baseline>/ (docs/fuzzing.md)")
-    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis"],
-                   help="afl and honggfuzz mutate bytes (fuzz/install-deps.sh installs them); hypothesis "
-                   "generates event streams in Python")
+    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis", "atheris"],
+                   help="afl and honggfuzz mutate bytes (fuzz/install-deps.sh installs them; C and Rust "
+                   "stacks); hypothesis generates event streams in Python (every stack); atheris mutates "
+                   "bytes with Python coverage (Python stacks, e.g. aioquic; pip install atheris)")
     p.add_argument("--time", required=True, metavar="DURATION",
                    help="fuzzing time, not counting the build, e.g. 90s, 10m, 1h30m")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -113,6 +120,9 @@ class Status:
             return (f"[hypothesis] {elapsed:6.0f} s  {stats.get('execs', 0)} examples ({speed:.0f}/s)  "
                     f"{stats.get('rounds', 0)} rounds  violations {stats.get('violations', 0)}  "
                     f"findings {findings}")
+        if self.engine == "atheris":
+            return (f"[atheris] {elapsed:6.0f} s  {stats.get('execs', 0)} executions ({speed:.0f}/s)  "
+                    f"new violations {stats.get('violations', 0)}  findings {findings}")
         return (f"[{self.engine}] {elapsed:6.0f} s  {stats.get('execs', 0)} executions ({speed:.0f}/s)  "
                 f"coverage {stats.get('coverage', '-')}  corpus {stats.get('corpus', 0)}  "
                 f"aborted {stats.get('crashes', 0)}  findings {findings}")
@@ -184,13 +194,24 @@ def cmd_fuzz(args) -> int:
         triage = DiffTriage(Path(args.findings), args.stack, target.label, args.against, baseline.label)
     else:
         triage = Triage(Path(args.findings), args.stack, target.label)
+    if target.recipe.language == "python" and args.engine in ("afl", "honggfuzz"):
+        raise SetupError(f"{args.stack}: a Python stack runs in process, with no C harness for {args.engine}; "
+                         "use --engine atheris (coverage-guided) or --engine hypothesis")
+    if args.engine == "atheris":
+        from .atheris_engine import require
+        require()
+        if target.recipe.language != "python":
+            raise SetupError(f"{args.stack}: --engine atheris instruments Python code; a "
+                             f"{target.recipe.language or 'native'} stack is fuzzed with afl or honggfuzz")
     campaign = _build(args, target, triage.folder / ".work", seeds, worker)
     status = Status(args.engine)
     known = set(triage.stored)
     print(f"fuzzing {target.label} with {args.engine} for {seconds:.0f} s; findings in {triage.folder}",
           file=sys.stderr)
     started = time.monotonic()       # --time is fuzzing time: the build is done
-    if campaign is None:
+    if args.engine == "atheris":
+        stats, interrupted = _run_atheris(args, target, triage, seconds, status, started, seeds)
+    elif campaign is None:
         stats, interrupted = _run_hypothesis(args, triage, seconds, status, started)
     else:
         stats, interrupted = _run_engine(args, campaign, triage, seconds, status, started)
@@ -199,7 +220,7 @@ def cmd_fuzz(args) -> int:
         check_executions(args.engine, stats.get("execs", 0), seconds)
     new = [stored for key, stored in triage.stored.items() if key not in known]
     if baseline is not None:
-        compared = stats.get("execs", 0) if args.engine == "hypothesis" else len(triage.seen_inputs)
+        compared = stats.get("execs", 0) if args.engine in ("hypothesis", "atheris") else len(triage.seen_inputs)
         return _summary_against(triage, new, compared)
     print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
     for stored in new:
@@ -245,12 +266,12 @@ def _summary_against(triage, new: list, compared: int) -> int:
 def _build(args, target, work: Path, seeds: Path, worker: str):
     """Everything the run needs built, before the clock starts: the ordinary build (triage
     replays through it) and, for AFL++ and honggfuzz, the instrumented harness (the
-    Campaign builds it).  Returns the campaign, or None for Hypothesis."""
+    Campaign builds it).  Returns the campaign, or None for Hypothesis and atheris (in process)."""
     print(f"building {target.label} for {args.engine} (not counted in --time) ...", file=sys.stderr, flush=True)
     began = time.monotonic()
     _require_built(target)
     campaign = None
-    if args.engine != "hypothesis":
+    if args.engine not in ("hypothesis", "atheris"):
         from .engines import ENGINES
         dictionary = project_root() / DEFAULT_DICT
         campaign = ENGINES[args.engine](target, work, seeds, dictionary if dictionary.exists() else None,
@@ -269,6 +290,19 @@ def _run_hypothesis(args, triage, seconds: float, status, started: float):
     except KeyboardInterrupt:
         return {}, True
     return {key: result[key] for key in ("execs_per_sec", "execs", "rounds", "violations")}, False
+
+
+def _run_atheris(args, target, triage, seconds: float, status, started: float, seeds: Path):
+    from . import atheris_engine
+
+    def progress(stats, found):
+        status.show(time.monotonic() - started, stats, len(triage.stored))
+    try:
+        result = atheris_engine.run(args.stack, target.label, triage, seconds, triage.folder / ".work", seeds,
+                                    progress)
+    except KeyboardInterrupt:
+        return {}, True
+    return {key: result[key] for key in ("execs_per_sec", "execs", "violations")}, False
 
 
 def _run_engine(args, campaign, triage, seconds: float, status, started: float):

@@ -17,7 +17,7 @@ from ..output import read_json_input
 from ..ledger import Ledger
 from ..replay import REFERENCE, replay
 from ..stacks import load_recipes, resolve
-from ..trace import load_trace
+from ..trace_stream import load_any
 
 
 @dataclass
@@ -84,7 +84,7 @@ def load_runs(doc: dict, base: Path) -> list[TraceRun]:
     runs = []
     for path in traces:
         file = _find_trace(path, base)
-        trace = load_trace(str(file))
+        trace = load_any(str(file))   # a trace, or a qlog (ccdiff replay took it directly)
         result = replay(trace, specs + refs)
         mine = [f for f in result.findings if f.stack in labels]
         again = sorted(_key(f.to_dict()) for f in mine)

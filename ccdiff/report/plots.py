@@ -216,8 +216,9 @@ def closed_loop_lines(job) -> list:
 def badge_groups(marks_ms, span_ms: float, min_gap: float = 0.02) -> list:
     """Findings closer than min_gap of the x span share one numbered badge: [(x, "1, 2"), ...].
 
-    Two findings at the same instant (ngtcp2's divergence and idle inflation at
-    11.1 s) would print their numbers on top of each other.
+    Two findings at (nearly) the same instant (ngtcp2's idle inflation at 10.1 s
+    and the divergence it causes 50 ms later) would print their numbers on top of
+    each other.
     """
     groups = []
     for n, x in enumerate(marks_ms, 1):

@@ -176,7 +176,7 @@ def loss_triggers(trace) -> dict:
     return out
 
 
-def _packet_records(raw, ev, time, names, triggers) -> list:
+def _packet_records(raw, ev, time, names, triggers, ce_count: int = 0) -> list:
     kind = ev.kind
     if kind == SENT:
         pn, _, size, _ = ev.packets[0]
@@ -188,7 +188,9 @@ def _packet_records(raw, ev, time, names, triggers) -> list:
         if raw.ack_delay:            # optional in the AckFrame; absent means none reported
             frame["ack_delay"] = _ms(raw.ack_delay)
         if raw.ecn_ce:
-            frame["ce"] = 1
+            # The ACK frame's ECN counts are cumulative (RFC 9000 §19.3.2): each CE mark raises
+            # it by one, so a reader (ccdiff import) sees every increase (RFC 9002 Appendix B.7).
+            frame["ce"] = ce_count
         return [{"time": time, "name": names["packet_received"],
                  "data": {"header": {"packet_type": "1RTT"}, "frames": [frame]}}]
     if kind == LOST:
@@ -237,13 +239,15 @@ def records_by_event(trace, resolved, snapshots, schema: str = DEFAULT_SCHEMA,
     previous = "slow_start"       # RFC 9002 §7.3.1: a sender starts in slow start
     metrics, cc_state = {}, {}    # what the file has said so far
     sampled = False
+    ce_count = 0
     for index, (raw, ev) in enumerate(zip(trace.events, resolved)):
         time = _ms(raw.t)
+        ce_count += ev.kind == ACKED and bool(raw.ecn_ce)
         records = []
         if index == 0:
             data = parameters if parameters is not None else recovery_parameters(trace, resolved, snapshots)
             records.append({"time": time, "name": names["parameters_set"], "data": data})
-        records += _packet_records(raw, ev, time, names, triggers.get(index))
+        records += _packet_records(raw, ev, time, names, triggers.get(index), ce_count)
         sampled = sampled or ev.kind == ACKED   # the ledger takes a sample from every ACK
         if index < len(snapshots):
             snap = snapshots[index]

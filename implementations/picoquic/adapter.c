@@ -26,10 +26,18 @@
  *                bandwidth, loss detection (the CCD_LOST group of this same
  *                instant, replayed here: picoquic detects those losses inside the
  *                ACK, after the RTT update, frames.c:3101), acknowledgement.
+ *   CCD_SENT after an idle period also delivers restart_from_idle, as
+ *                sender.c:943-954 does (cubic and newreno ignore it; see on_sent).
+ * Every notification kind, delivered or not and why: docs/entry-points.md.
+ * Option cwnd_limited=flag|window: by default (flag) a CCD_SENT without
+ *                CCD_FLAG_APP_LIMITED is cwnd-limited (the harness's contract) and
+ *                stamps last_cwin_blocked_time; window keeps picoquic's own rule only
+ *                (bytes_in_transit >= cwin after the send, sender.c:704), for traces of
+ *                picoquic's own connections, whose sender also stops for pacing
+ *                (docs/qlog-import.md, "On picoquic's own connections").
  * Not mirrored: picoquic's own RTT estimator (the harness's RFC 9002 values are
  * used), path MTU resets on timer losses (loss_recovery.c:873-893; the trace's
- * datagram size is fixed), restart_from_idle (sender.c:943-955; cubic and
- * newreno ignore it) and the delivery-rate estimate (BBR-only).
+ * datagram size is fixed) and the delivery-rate estimate (BBR-only).
  */
 #include "picoquic_internal.h"
 #include "cc_common.h"
@@ -68,6 +76,10 @@ typedef struct {
   int is_cubic;
   size_t alg_size;
   int sender_app_limited; /* the last CCD_SENT was app-limited */
+  /* cwnd_limited=window: a send is cwnd-limited only when it leaves the window full
+   * (bytes_in_transit >= cwin, sender.c:699-705), as picoquic's own sender, which also
+   * stops for pacing; default (flag): every send without CCD_FLAG_APP_LIMITED is. */
+  int window_blocked;
   /* Losses declared at group_t and not yet followed by another kind of event,
    * with the state from just before the first of them. */
   int group_open;
@@ -78,6 +90,11 @@ typedef struct {
   union { picoquic_cubic_state_t c; picoquic_newreno_state_t n; } ck_alg;
   ccd_packet* pend;
   size_t n_pend, cap_pend;
+  /* Lost packets picoquic still keeps for spurious detection, oldest loss first:
+   * its retransmitted queue (sender.c:761-775), which an ACK of a packet no longer
+   * in it does not find, so no spurious_repeat (frames.c:2643-2715). */
+  ccd_packet* held;
+  size_t n_held, cap_held;
   uint64_t clock_base; /* picoquic time of trace time 0 */
   char err[256];
 } ctl_t;
@@ -95,12 +112,13 @@ uint32_t ccd_abi_version(void) { return CCD_ABI_VERSION; }
 
 const char* ccd_describe(void)
 {
-  return "picoquic " PICOQUIC_VERSION " cubic; options: cc=cubic|newreno";
+  return "picoquic " PICOQUIC_VERSION " cubic; options: cc=cubic|newreno, cwnd_limited=flag|window";
 }
 
-static int parse_options(const char* opts, int* is_cubic, char* err, size_t err_len)
+static int parse_options(const char* opts, int* is_cubic, int* window_blocked, char* err, size_t err_len)
 {
   *is_cubic = 1;
+  *window_blocked = 0;
   if (opts == NULL) return 0;
   const char* s = opts;
   while (*s) {
@@ -113,7 +131,7 @@ static int parse_options(const char* opts, int* is_cubic, char* err, size_t err_
     if (n > 0) {
       char* eq = strchr(item, '=');
       if (eq == NULL) {
-        snprintf(err, err_len, "picoquic: option '%s' is not key=value (accepted: cc=cubic|newreno)", item);
+        snprintf(err, err_len, "picoquic: option '%s' is not key=value (accepted: cc=cubic|newreno, cwnd_limited=flag|window)", item);
         return -1;
       }
       *eq = 0;
@@ -125,8 +143,15 @@ static int parse_options(const char* opts, int* is_cubic, char* err, size_t err_
           snprintf(err, err_len, "picoquic: option cc: unknown value '%s' (accepted: cubic|newreno)", v);
           return -1;
         }
+      } else if (strcmp(item, "cwnd_limited") == 0) {
+        if (strcmp(v, "flag") == 0) *window_blocked = 0;
+        else if (strcmp(v, "window") == 0) *window_blocked = 1;
+        else {
+          snprintf(err, err_len, "picoquic: option cwnd_limited: unknown value '%s' (accepted: flag|window)", v);
+          return -1;
+        }
       } else {
-        snprintf(err, err_len, "picoquic: unknown option '%s' (accepted: cc=cubic|newreno)", item);
+        snprintf(err, err_len, "picoquic: unknown option '%s' (accepted: cc=cubic|newreno, cwnd_limited=flag|window)", item);
         return -1;
       }
     }
@@ -138,7 +163,7 @@ static int parse_options(const char* opts, int* is_cubic, char* err, size_t err_
 
 void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
 {
-  int is_cubic;
+  int is_cubic, window_blocked;
   if (err && err_len) err[0] = 0;
   if (cfg == NULL || cfg->max_datagram_size == 0) {
     snprintf(err, err_len, "picoquic: max_datagram_size must be > 0");
@@ -153,7 +178,7 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
              (long long)cfg->clock_base_us, (long long)CCD_MAX_CLOCK_BASE_US);
     return NULL;
   }
-  if (parse_options(cfg->options, &is_cubic, err, err_len) != 0) return NULL;
+  if (parse_options(cfg->options, &is_cubic, &window_blocked, err, err_len) != 0) return NULL;
 
   ctl_t* c = (ctl_t*)calloc(1, sizeof(ctl_t));
   if (c == NULL) return NULL;
@@ -199,6 +224,7 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
   path->send_mtu = cfg->max_datagram_size;
 
   c->is_cubic = is_cubic;
+  c->window_blocked = window_blocked;
   c->alg = is_cubic ? picoquic_cubic_algorithm : picoquic_newreno_algorithm;
   c->alg_size = is_cubic ? sizeof(picoquic_cubic_state_t) : sizeof(picoquic_newreno_state_t);
   cnx->congestion_alg = c->alg;
@@ -220,6 +246,7 @@ void ccd_close(void* ctl)
   if (c == NULL) return;
   c->alg->alg_delete(c->path);
   free(c->pend);
+  free(c->held);
   free(c->cnx);
   free(c->path);
   free(c);
@@ -283,9 +310,14 @@ static void on_sent(ctl_t* c, const ccd_packet* p, int app_limited, int64_t now)
   if (path->bytes_in_transit >= path->cwin) path->last_cwin_blocked_time = pq_time(c, now);
   picoquic_update_pacing_after_send(path, p->bytes, pq_time(c, now));
   path->last_sent_time = pq_time(c, now); /* sender.c:956 */
-  if (!app_limited) {
+  if (!app_limited && !c->window_blocked) {
     /* Not app-limited means cwnd-limited (ccdiff_adapter.h): the sender's next
-     * attempt finds the window closed, sender.c:2601-2610. */
+     * attempt finds the window closed, sender.c:2601-2610.  picoquic's own sender
+     * stamps last_cwin_blocked_time only when bytes_in_transit >= cwin (sender.c:704,
+     * 2601, 3087, 3291): a send paced out with the window open (pacing.c) is neither
+     * app- nor cwnd-limited, which the trace's flag cannot say; cwnd_limited=window
+     * (for traces of picoquic's own connections: ccdiff import of its qlog) keeps
+     * only the sender.c:704 stamp above. */
     picoquic_per_ack_state_t st = { 0 };
     st.pc = picoquic_packet_context_application;
     path->last_cwin_blocked_time = pq_time(c, now);
@@ -350,11 +382,49 @@ static int on_lost(ctl_t* c, const ccd_event* ev)
     c->pend = np;
     c->cap_pend = cap;
   }
+  if (c->n_held + ev->n_packets > c->cap_held) {
+    size_t cap = (c->n_held + ev->n_packets) * 2;
+    ccd_packet* nh = (ccd_packet*)realloc(c->held, cap * sizeof(ccd_packet));
+    if (nh == NULL) return fail(c, "out of memory", 0);
+    c->held = nh;
+    c->cap_held = cap;
+  }
   for (uint32_t i = 0; i < ev->n_packets; i++) {
     c->pend[c->n_pend++] = ev->packets[i];
+    c->held[c->n_held++] = ev->packets[i]; /* sender.c:761-775 */
     if (apply_loss(c, &ev->packets[i], 0, ev->now_us) != 0) return -1;
   }
   return 0;
+}
+
+/* Takes pn out of the retransmitted queue; 0 if picoquic no longer keeps it. */
+static int held_take(ctl_t* c, uint64_t pn)
+{
+  for (size_t i = 0; i < c->n_held; i++) {
+    if (c->held[i].pn == pn) {
+      memmove(&c->held[i], &c->held[i + 1], (c->n_held - i - 1) * sizeof(ccd_packet));
+      c->n_held--;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* picoquic_dequeue_old_retransmitted_packets (frames.c:2728-2747), run after each
+ * ACK frame's ranges (frames.c:3964): from the oldest loss, forget packets sent more
+ * than PICOQUIC_SPURIOUS_RETRANSMIT_DELAY_MAX (1 s) before the latest acknowledged
+ * packet was sent.  The newest `keep` entries are this instant's losses, which
+ * picoquic detects only after the ranges (frames.c:3101): not queued yet. */
+static void forget_old_losses(ctl_t* c, size_t keep)
+{
+  uint64_t oldest_possible = c->cnx->pkt_ctx[picoquic_packet_context_application].latest_time_acknowledged;
+  size_t k = 0;
+  if (oldest_possible <= PICOQUIC_SPURIOUS_RETRANSMIT_DELAY_MAX) return;
+  oldest_possible -= PICOQUIC_SPURIOUS_RETRANSMIT_DELAY_MAX;
+  while (k + keep < c->n_held && pq_time(c, c->held[k].sent_us) < oldest_possible) k++;
+  if (k == 0) return;   /* also keeps memmove off a NULL `held` (UBSan: zero offset to null) */
+  memmove(c->held, c->held + k, (c->n_held - k) * sizeof(ccd_packet));
+  c->n_held -= k;
 }
 
 static int on_persistent_congestion(ctl_t* c, const ccd_event* ev)
@@ -424,6 +494,8 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
   for (uint32_t k = ev->n_spurious; k-- > 0;) {
     const ccd_packet* p = &ev->spurious[k];
     picoquic_per_ack_state_t st = { 0 };
+    /* Forgotten already: the range finds nothing, no notification. */
+    if (!held_take(c, p->pn)) continue;
     if (pq_time(c, p->sent_us) > path->last_time_acked_data_frame_sent)
       path->last_time_acked_data_frame_sent = pq_time(c, p->sent_us);
     if (first == NULL) first = p;
@@ -433,6 +505,7 @@ static int on_acked(ctl_t* c, const ccd_event* ev)
     st.lost_packet_number = p->pn;
     notify(c, picoquic_congestion_notification_spurious_repeat, &st, now);
   }
+  forget_old_losses(c, replay ? c->n_pend : 0);
 
   /* ECN counts, end of picoquic_decode_ack_frame, frames.c:3994-4003. */
   if (ev->flags & CCD_FLAG_ECN_CE) {

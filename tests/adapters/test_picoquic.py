@@ -233,3 +233,25 @@ def test_newreno_loss_and_growth():
     assert acked.cwnd == 9345
     snaps, _ = run([sent(0, i) for i in range(10)] + [dict(t=10_000, ev="ack", pns=[[0, 9]])], RENO)
     assert snaps[-1].cwnd == 27200 and snaps[-1].ssthresh is None
+
+
+@pytest.mark.parametrize("delay_us,restored", [(550_000, True), (1_450_000, False)])
+def test_spurious_repeat_only_while_picoquic_keeps_the_lost_packet(delay_us, restored):
+    """picoquic notifies spurious_repeat only for a lost packet still in its retransmitted
+    queue (frames.c:2643-2715), which forgets packets sent more than 1 s
+    (PICOQUIC_SPURIOUS_RETRANSMIT_DELAY_MAX) before the latest acknowledged one, after each
+    ACK frame's ranges (frames.c:2728-2747, 3964).  pn 1 is lost and ECN-CE sends cubic to
+    congestion avoidance; pn 5 is sent delay_us later and acknowledged, then pn 1.  Sent
+    0.55 s after pn 1 it keeps pn 1 (cubic_correct_spurious restores slow start,
+    cubic.c:213-236); sent 1.45 s after, picoquic has forgotten pn 1: nothing changes."""
+    events = ([sent(0, i) for i in range(5)]
+              + [dict(t=50_000, ev="lost", pns=[1]), dict(t=50_000, ev="ack", pns=[0, [2, 4]], ecn_ce=True),
+                 sent(50_000 + delay_us, 5), dict(t=100_000 + delay_us, ev="ack", pns=[5]),
+                 dict(t=150_000 + delay_us, ev="ack", pns=[1])])
+    snaps, _ = run(events)
+    before, after = snaps[-2], snaps[-1]
+    assert before.phase == "congestion_avoidance" and before.ssthresh == 11760
+    if restored:
+        assert after.phase == "slow_start" and after.ssthresh is None and after.cwnd == 16544
+    else:
+        assert (after.cwnd, after.ssthresh, after.phase) == (before.cwnd, 11760, "congestion_avoidance")

@@ -210,6 +210,30 @@ def test_late_ack_of_lost_packet_rolls_back(version):
     assert snaps["late"].recovery_start_us == 0     # the prior epoch
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_ack_of_a_forgotten_lost_packet_does_not_roll_back(version):
+    """quiche recognises an ACK of a lost packet as spurious only while the packet is still
+    in RecoveryEpoch.sent_packets (recovery.rs:173-182); drain_acked_and_lost_packets
+    (recovery.rs:305-327) drops it once it leads the deque and was lost more than one
+    smoothed RTT ago.  Same start as the test above, but an ACK 300 ms after the second
+    loss (smoothed RTT 100 ms) drains packet 16 first: its late ACK then matches nothing
+    in quiche, so no rollback (docs/entry-points.md, `rollback`)."""
+    s = Sender().send(10).lose(1)
+    s.advance(100 * MS).ack(8).send(7).ack(1).advance(100 * MS)
+    for _ in range(6):
+        s.ack(1)
+    lost = s.unacked[0]
+    s.lose(1, mark="loss2")
+    s.send(1).advance(300 * MS).ack(1, mark="drain")
+    s.advance(MS)._emit("late", ev="ack", pns=[lost], ack_delay=0)
+    snaps = s.run(cubic(version))
+    assert snaps["loss2"].cwnd == 6720 and snaps["loss2"].recovery_start_us == 200 * MS
+    # Packet 17 was sent in recovery (in 0.26.0 the idle shift moved the start to 300 ms).
+    assert snaps["drain"].cwnd == 6720
+    assert snaps["late"].cwnd == 6720             # not rolled back to 9600
+    assert snaps["late"].recovery_start_us == snaps["drain"].recovery_start_us != 0
+
+
 # --- the idle-restart shift (the death spiral) --------------------------------
 
 

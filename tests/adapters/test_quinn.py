@@ -31,6 +31,7 @@ from ccdiff.build import ensure_built
 from ccdiff.paths import build_dir, implementations_dir, project_root
 from ccdiff.replay import replay
 from ccdiff.trace import parse_trace_text
+from tests.adapters.common import run_marked   # absolute: the mutation check imports this file alone
 
 MDS = 1200
 MS = 1000
@@ -45,17 +46,7 @@ def built():
 
 def run(events, spec=SPEC, check=False):
     """Replay (t, event dict, mark) rows; returns ({mark: snapshot}, findings)."""
-    lines = [json.dumps({"ccdiff_trace": 1, "max_datagram_size": MDS})]
-    marks = {}
-    for i, (t, ev, mark) in enumerate(events):
-        lines.append(json.dumps({"t": t, **ev}))
-        if mark:
-            marks[mark] = i
-    res = replay(parse_trace_text("\n".join(lines)), [spec], check=check)
-    r = next(iter(res.runs.values()))
-    assert r.error is None, r.error
-    snaps = {m: r.snapshots[i] for m, i in marks.items()}
-    return snaps, [f for f in res.findings if f.stack == spec]
+    return run_marked(events, spec, check=check)
 
 
 def sent(t, *pns, mark=None):

@@ -15,12 +15,16 @@ from ccdiff.stacks import load_recipes
 UPSTREAM = {"quiche": "https://github.com/cloudflare/quiche",
             "ngtcp2": "https://github.com/ngtcp2/ngtcp2",
             "picoquic": "https://github.com/private-octopus/picoquic",
-            "quinn": "https://github.com/quinn-rs/quinn"}
+            "quinn": "https://github.com/quinn-rs/quinn",
+            "aioquic": "https://github.com/aiortc/aioquic",
+            "linux": "https://github.com/gregkh/linux",
+            "s2n-quic": "https://github.com/aws/s2n-quic"}
 Q26 = "0ed0918d1b68965fe210ec32ae2a55a4f377766a"
 Q30 = "be47c5011215b9f13bad06bd7627d3ae49888a19"
 NG = "f9e9ff01ad2c8116bc09de4f644b0028a61486a6"
 PQ = "c9088724e02f8cab955107cd5b5cd726267c751b"
 QN = "8192ed399a26a6e8f0aba43d10ec8badaa5b905e"   # quinn-proto-0.11.19 .cargo_vcs_info.json
+S2N = "f857bddfc1ea7d43c6de253e98c109094a7e42c6"  # s2n-quic-core-0.91.0 .cargo_vcs_info.json
 # The packaged trees' layout (relative to each pin's subdir), enough to resolve the references.
 FAKE_TREES = {
     ("quiche", "0.26.0"): ["src/recovery/congestion/cubic.rs", "src/recovery/congestion/mod.rs",
@@ -31,6 +35,8 @@ FAKE_TREES = {
     ("ngtcp2", "1.25.0"): ["lib/ngtcp2_cc.c", "lib/ngtcp2_rtb.c", "lib/ngtcp2_conn.c", "lib/ngtcp2_rst.c"],
     ("picoquic", "1.1.53.0"): ["picoquic/cubic.c", "picoquic/cc_common.c", "picoquic/sender.c",
                                "picoquictest/cubic.c"],
+    ("aioquic", "1.7.2"): ["src/aioquic/quic/congestion/cubic.py", "src/aioquic/quic/congestion/reno.py",
+                           "src/aioquic/quic/congestion/base.py", "src/aioquic/quic/recovery.py"],
 }
 
 
@@ -68,9 +74,16 @@ def test_pinned_commits_are_the_ones_established():
     assert pins["picoquic"]["1.1.53.0"]["upstream_commit"] == PQ
     assert (pins["quinn"]["0.11.19"]["upstream_commit"], pins["quinn"]["0.11.19"]["path_in_repo"]) == \
         (QN, "quinn-proto")
+    # The sdist has no VCS record and no mirror had the tag's commit: the tag, at the root.
+    assert (pins["aioquic"]["1.7.2"]["upstream_tag"], pins["aioquic"]["1.7.2"]["path_in_repo"]) == ("1.7.2", "")
+    # Debian's trees are the stable releases (Makefile 6.1.176, 6.12.117) plus Debian's patches.
+    assert (pins["linux"]["6.1"]["upstream_tag"], pins["linux"]["6.12"]["upstream_tag"]) == \
+        ("v6.1.176", "v6.12.117")
+    assert (pins["s2n-quic"]["0.91.0"]["upstream_commit"], pins["s2n-quic"]["0.91.0"]["path_in_repo"]) == \
+        (S2N, "quic/s2n-quic-core")
 
 
-@pytest.mark.parametrize("stack", ["quiche", "quinn"])
+@pytest.mark.parametrize("stack", ["quiche", "quinn", "s2n-quic"])
 def test_crate_commit_is_the_crates_vcs_info(stack):
     """Where the crate is unpacked, its .cargo_vcs_info.json names the same commit and path."""
     recipe = load_recipes()[stack]
@@ -129,6 +142,14 @@ def test_ngtcp2_permalinks_every_range(recipes):
     base = f"https://github.com/ngtcp2/ngtcp2/blob/{NG}/lib/"
     assert urls == [base + "ngtcp2_rtb.c#L912-L935", base + "ngtcp2_rtb.c#L954-L962",
                     base + "ngtcp2_cc.c#L119-L172"]
+
+
+def test_aioquic_permalink_at_its_tag(recipes):
+    """aioquic's sdist names no commit: its references link at the release tag, and a bare
+    module name resolves inside src/aioquic/quic/congestion/."""
+    pieces = link_code("src/aioquic/quic/congestion/cubic.py:149-155; reno.py:30 (1.7.2)", recipes["aioquic"])
+    base = "https://github.com/aiortc/aioquic/blob/1.7.2/src/aioquic/quic/congestion"
+    assert [p["url"] for p in pieces if p["url"]] == [f"{base}/cubic.py#L149-L155", f"{base}/reno.py#L30"]
 
 
 def test_picoquic_permalink_single_line(recipes):
@@ -192,7 +213,7 @@ def test_real_profile_links_point_inside_their_files():
                     continue
                 commit, rest = piece["url"].split("/blob/", 1)[1].split("/", 1)
                 version = next(v for v, p in recipe.provenance["versions"].items()
-                               if p.get("upstream_commit") == commit)
+                               if commit in (p.get("upstream_commit"), p.get("upstream_tag")))
                 prefix = recipe.provenance["versions"][version]["path_in_repo"]
                 path, anchor = rest.split("#", 1)
                 path = path[len(prefix) + 1:] if prefix else path

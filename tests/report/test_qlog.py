@@ -171,24 +171,19 @@ def test_schema_check_can_fail():
             _validator(name).validate(mixed)
 
 
+@pytest.mark.parametrize("spec", ["quiche@0.26.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_example_qlog_size(example, tmp_path):
-    """Metrics and state only on change keep the file to the trace's packet events plus
-    little: the death spiral is 36 kB (63 kB when metrics were logged after every
-    event).  idle-restart has 6,369 sends and 3,209 ACKs: one qvis-readable packet_sent
-    or packet_received each is 1.32 MB on its own, so that file cannot be under 1 MB
-    with every packet in it; what ccdiff adds to the packets is held under 1 MB there
-    (docs/reports.md)."""
-    trace, resolved, run, per_event = _run(example, "quiche@0.26.0")
+def test_example_qlog_size(example, spec, tmp_path):
+    """Every example's qlog is under 1 MB (issue 15), with every packet in it.  Metrics and
+    state only on change keep the file to the trace's packet events plus little: the death
+    spiral is 36 kB (63 kB when metrics were logged after every event), idle-restart
+    0.90-0.93 MB (its 2,709 sends and 1,369 ACKs alone are 0.57 MB at the fields qvis reads;
+    the 9,582-event version before it was 2.1 MB and could not fit, docs/reports.md)."""
+    trace, resolved, run, per_event = _run(example, spec)
     file = tmp_path / "run.sqlog"
     write_sqlog(file, header_record("t", "d", "v"), per_event)
-    size = file.stat().st_size
-    packets = sum(len(encode(r)) for g in per_event for r in g
-                  if r["name"] in ("transport:packet_sent", "transport:packet_received", "recovery:packet_lost"))
-    assert size - packets < MB
+    assert file.stat().st_size < MB
     assert sum(1 for g in per_event for r in g if r["name"] == "recovery:metrics_updated") <= len(trace.events)
-    if len(trace.events) < 1000:
-        assert size < MB
 
 
 def test_metrics_only_on_change_and_only_once_they_exist():

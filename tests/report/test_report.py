@@ -98,7 +98,7 @@ def test_long_trace_shows_the_window(tmp_path):
     assert code == 1
     (page,) = (out / "findings").glob("*idle-inflation*/index.html")
     html = page.read_text()
-    assert "of 9583)" in html and 'href="../../traces/idle-restart.jsonl"' in html
+    assert "of 4083)" in html and 'href="../../traces/idle-restart.jsonl"' in html
     assert len(re.findall(r'<span class="(?:line|mark)">', html)) == 41
     assert (page.parent / "window.png").exists()
     md = (page.parent / "finding.md").read_text()

@@ -14,7 +14,7 @@
 //! differences; the base is applied for the one rule all stacks share.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Once, OnceLock};
@@ -118,7 +118,23 @@ struct Ctl {
     sent: HashMap<u64, q::SentPacket>,
     /// RecoveryEpoch.largest_acked_packet.
     largest_acked: Option<u64>,
+    /// What RecoveryEpoch.sent_packets still holds, in packet-number order.
+    held: VecDeque<(u64, Held)>,
     last_error: CString,
+}
+
+/// A packet as RecoveryEpoch.sent_packets holds it.  quiche treats an ACK of a packet
+/// it declared lost as spurious, and rolls the window back, only while that packet is
+/// still in sent_packets (recovery.rs:173-182 in 0.30.0, 168-177 in 0.26.0);
+/// drain_acked_and_lost_packets (recovery.rs:305-327; 0.26.0 :300-322) drops the
+/// leading acked packets and the leading packets lost more than one smoothed RTT ago.
+/// The harness reports every ACK of a lost packet as spurious, so the adapter keeps
+/// this much of the deque to call rollback only where quiche would.
+#[derive(Clone, Copy)]
+enum Held {
+    Outstanding,
+    Acked,
+    Lost(Instant),
 }
 
 const OPTIONS: &str = "cc=cubic|reno, idle_fix=on|off, hystart=on|off, \
@@ -274,12 +290,13 @@ impl Ctl {
             AppLimited::Trace => self.cc.update_app_limited(p.app_limited != 0),
         }
         self.sent.insert(p.pn, rec);
+        self.held.push_back((p.pn, Held::Outstanding)); // recovery.rs:662 push_back
         Ok(ev.bytes_in_flight as usize + p.bytes as usize)
     }
 
     // A send() that found no application data (ABI 3 CCD_APP_IDLE), as
-    // send_single does in lib.rs:5032-5043: `on_app_limited()` (a no-op in
-    // LegacyRecovery, recovery/congestion/recovery.rs:960-963), then, with no
+    // send_single does in lib.rs:5371-5377 (0.26.0: 5036-5042): `on_app_limited()`
+    // (a no-op in LegacyRecovery, recovery/congestion/recovery.rs:1016-1019), then, with no
     // frame to send, `update_app_limited(false)` and Error::Done.
     fn on_app_idle(&mut self, bif: usize) -> usize {
         if self.app_limited != AppLimited::Cc {
@@ -302,21 +319,36 @@ impl Ctl {
         }
         // :550: bytes_in_flight still includes the lost bytes.
         self.cc.congestion_event(bif, lost_bytes, &largest, now);
-        self.cc.add_lost_count(pkts.len()); // :568
         for p in pkts {
             self.sent.remove(&p.pn);
+            self.mark(p.pn, Held::Lost(now)); // :256 time_lost = now
         }
+        self.drain(now); // :565-566
+        self.cc.add_lost_count(pkts.len()); // :568
         Ok(bif.saturating_sub(lost_bytes))
     }
 
     // LegacyRecovery::on_ack_received (recovery.rs:672-750).
     fn on_acked(&mut self, ev: &CcdEvent, pkts: &[CcdPacket], acked_bytes: usize, now: Instant) -> Result<usize, String> {
         let bif = ev.bytes_in_flight as usize;
+        // :683 detect_and_remove_acked_packets: an ACK of a packet quiche
+        // still holds as lost is spurious (:173-182); the newly acked are
+        // marked; then the deque is drained with the RTT before this ACK (:212).
+        let mut spurious_in_flight = false;
+        for p in slice(ev.spurious, ev.n_spurious) {
+            if matches!(self.mark(p.pn, Held::Acked), Some(Held::Lost(_))) {
+                spurious_in_flight = true; // every traced packet is in flight
+            }
+        }
+        for p in pkts {
+            self.mark(p.pn, Held::Acked);
+        }
+        self.drain(now);
         // :699-701: an ACK of a packet declared lost undoes the last
         // reduction, before anything else in this ACK.  Known gap: if this
         // same ACK also revealed new losses, quiche rolls back *before* that
-        // congestion event (:731), but ccdiff delivered its CCD_LOST first.
-        if ev.n_spurious > 0 {
+        // congestion event (:734), but ccdiff delivered its CCD_LOST first.
+        if spurious_in_flight {
             self.cc.rollback();
         }
         // :703: nothing newly acked, nothing more to do.
@@ -341,7 +373,32 @@ impl Ctl {
         // :736: bytes_in_flight before the acked bytes are removed (:743).
         let refs: Vec<&q::SentPacket> = recs.iter().collect();
         self.cc.on_packets_acked(bif, &refs, &self.rtt, now);
+        // :734 detect_lost_packets (its drain, :566) and :749-750 drain again,
+        // both with the updated RTT.
+        self.drain(now);
         Ok(bif.saturating_sub(acked_bytes))
+    }
+
+    /// Sets a held packet's state; returns what it was (None: quiche no longer holds it).
+    fn mark(&mut self, pn: u64, to: Held) -> Option<Held> {
+        let i = self.held.binary_search_by_key(&pn, |&(n, _)| n).ok()?;
+        Some(std::mem::replace(&mut self.held[i].1, to))
+    }
+
+    /// drain_acked_and_lost_packets(now - rtt_stats.rtt()) (recovery.rs:305-327):
+    /// from the front, drop acked packets and packets lost at or before the threshold;
+    /// stop at the first outstanding or recently lost one.
+    fn drain(&mut self, now: Instant) {
+        let thresh = now.checked_sub(self.rtt.smoothed_rtt());
+        while let Some(&(_, h)) = self.held.front() {
+            match h {
+                Held::Outstanding => break,
+                Held::Lost(t) if thresh.is_none_or(|th| t > th) => break,
+                Held::Acked | Held::Lost(_) => {
+                    self.held.pop_front();
+                },
+            }
+        }
     }
 
     fn snapshot(&self, now: Instant, bif: u64, out: &mut CcdSnapshot) {
@@ -459,6 +516,7 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
         rtt: q::Rtt::new(st.initial_rtt, st.max_ack_delay),
         sent: HashMap::new(),
         largest_acked: None,
+        held: VecDeque::new(),
         last_error: CString::default(),
     }))
 }
