@@ -228,16 +228,70 @@ def cmd_report(args) -> int:
 
 def cmd_matrix(args) -> int:
     from .matrix import default_specs, print_matrix, run_matrix
-    specs = args.stack or default_specs()
+    specs, compared = args.stack or default_specs(), ()
+    if args.against:
+        specs, compared = _against_specs(args.stack, args.against)
     console = _console()
     with _isolation(args):
-        matrix = run_matrix(args.traces, specs,
+        matrix = run_matrix(args.traces, specs, compare=compared,
                             progress=lambda path: print(f"  replayed {path}", file=sys.stderr, flush=True))
     print_matrix(console, matrix)
+    against = None
+    if compared:
+        from .baseline import new_in_matrix
+        against = matrix["against"] = new_in_matrix(matrix, compared)
+        _print_against_matrix(console, against, len(args.traces))
     if args.json:
         write_json(args.json, matrix)
     _write_report(matrix, args.report, args.qlog_schema)
+    if against is not None:   # the patch's question: only what the baseline does not do counts
+        from .baseline import any_new
+        return EXIT_FINDINGS if any_new(against) else EXIT_OK
     return EXIT_FINDINGS if any(c["violation"] for c in matrix["cells"]) else EXIT_OK
+
+
+def _against_specs(stacks: list | None, baseline: str, add_controls=None) -> tuple[list, list]:
+    """(every spec to run, the (candidate, baseline) label pairs) of `--stack ... --against B`:
+    the candidates are the --stack builds other than B.  add_controls: conform's
+    with_controls, whose Reno aliases of both builds are compared too (matrix compares
+    them when they are named)."""
+    from .baseline import pairs
+    from .conform import split_label
+    from .stacks import resolve
+
+    def label(spec: str) -> str:    # conform's `label=SPEC` form names the run LABEL
+        name, item = split_label(spec)
+        return name or resolve(item).label
+    base = label(baseline)
+    candidates = [s for s in stacks or [] if label(s) != base]
+    if not candidates:
+        raise SetupError(f"--against {baseline} compares the builds named with --stack with it: "
+                         "name at least one other build, e.g. --stack ngtcp2@git-1a2b3c4d5e")
+    specs = list(dict.fromkeys(list(stacks) + [baseline]))
+    if add_controls:
+        specs = add_controls(specs)
+    labels = {label(s) for s in specs}
+    compared = []
+    for candidate in candidates:       # the builds' own pair under their run names, then the aliases'
+        own, *aliases = pairs([split_label(candidate)[1]], split_label(baseline)[1])
+        compared += [(label(candidate), base)] + [p for p in aliases if p[0] in labels and p[1] in labels]
+    return specs, compared
+
+
+def _print_against_matrix(console, against: dict, n_traces: int) -> None:
+    from .report_terminal import print_wrapped
+    for candidate, r in against.items():
+        differs = r["differs"]
+        print_wrapped(console, f"{candidate} against {r['baseline']}: snapshots differ on {len(differs)} of "
+                               f"{n_traces} traces")
+        for d in differs:
+            print_wrapped(console, f"  {d['trace']}: from event {d['event']} (line {d['line']})")
+        if not r["new"]:
+            print_wrapped(console, f"  no new violation: every violation of {candidate} is one {r['baseline']} "
+                                   "has on the same trace", style="green")
+        for f in r["new"]:
+            print_wrapped(console, f"  new {f['invariant']} on {f['trace']} at event {f['event_index']}: "
+                                   f"{f['detail']}", style="red")
 
 
 def cmd_stacks(args) -> int:
@@ -431,7 +485,12 @@ def cmd_conform(args) -> int:
             raise SetupError("--baseline compares the whole matrix: give it to `ccdiff merge`, not to "
                              "one --shard")
     scenarios = _scenario_list(args.scenarios)
-    stacks = with_controls(args.stacks or default_stacks())
+    stacks, compared = with_controls(args.stacks or default_stacks()), None
+    if args.against:
+        if args.baseline or shard is not None:
+            raise SetupError("--against runs the baseline build beside the candidates; it cannot be "
+                             "combined with --baseline FILE or --shard")
+        stacks, compared = _against_specs(args.stacks, args.against, with_controls)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     baseline = read_json_input(args.baseline, "baseline") if args.baseline else None
     if baseline is not None:   # a malformed baseline is refused before the run, not after it
@@ -470,7 +529,7 @@ def cmd_conform(args) -> int:
     # A shard's reports are the merge's: one report per failing stack over every scenario.
     code = write_conform_outputs(summary, args.out, stacks, earlier, report=args.report and shard is None,
                                  traces=args.traces, qlog_schema=args.qlog_schema, baseline=baseline,
-                                 baseline_path=args.baseline, tolerance=args.tolerance)
+                                 baseline_path=args.baseline, tolerance=args.tolerance, compared=compared)
     if shard is not None:
         from .shard import write_marker
         marker = write_marker(args.out, shard, run, summary)    # last: the shard is complete
@@ -480,16 +539,21 @@ def cmd_conform(args) -> int:
 
 
 def write_conform_outputs(summary: dict, out: str, stacks: list, earlier: tuple, *, report: bool, traces: str,
-                          qlog_schema: str, baseline, baseline_path: str | None, tolerance: float) -> int:
+                          qlog_schema: str, baseline, baseline_path: str | None, tolerance: float,
+                          compared: list | None = None) -> int:
     """The end of `conform` and of `merge`: summary.json, junit.xml, the reports of failing
     stacks, stale outputs of an earlier run removed, the overview; the terminal summary and
-    regressions.  Returns the exit code."""
+    regressions (--baseline FILE) or what is new against a baseline build (--against,
+    `compared` its label pairs).  Returns the exit code."""
     from .conform import exit_code, print_summary, remove_stale_outputs, write_outputs
-    regressions = None
+    regressions = against = None
     if baseline is not None:
         from .conform import compare
         regressions = compare(summary, baseline, tolerance)
         summary["regressions"] = regressions
+    if compared:
+        from .baseline import new_in_conform
+        against = summary["against"] = new_in_conform(summary["cases"], compared)
     write_outputs(summary, out)
     from .report_terminal import print_wrapped
     console = _console()
@@ -512,10 +576,27 @@ def write_conform_outputs(summary: dict, out: str, stacks: list, earlier: tuple,
             print_wrapped(console, f"regression {r['kind']} {r['stack']} {r['scenario']}{seed}: {r['detail']}",
                           style="red")
         console.print(f"{len(regressions)} regressions against {baseline_path}")
+    if against is not None:
+        _print_against_conform(console, against)
     print(f"overview: {overview}", file=sys.stderr)      # last line: the one page to open
+    if against is not None:
+        from .baseline import any_new
+        return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if any_new(against) else EXIT_OK
     if regressions is not None:
         return EXIT_ERROR if summary["totals"]["errors"] else EXIT_FINDINGS if regressions else EXIT_OK
     return exit_code(summary)
+
+
+def _print_against_conform(console, against: dict) -> None:
+    from .report_terminal import print_wrapped
+    for candidate, r in against.items():
+        print_wrapped(console, f"{candidate} against {r['baseline']}: {len(r['new'])} new violations, "
+                               f"{len(r['reshuffled'])} reshuffled (a violation {r['baseline']} has on another "
+                               "seed of the same scenario: the change moved it, it did not make it)",
+                      style="red" if r["new"] else "green")
+        for item in r["new"]:
+            print_wrapped(console, f"  new {item['invariant']} on {item['scenario']} seed {item['seed']}: "
+                                   f"{item['detail']}", style="red")
 
 
 def cmd_merge(args) -> int:
@@ -758,12 +839,17 @@ def _add_matrix(sub) -> None:
                                 "every built stack) and print a stack x invariant matrix.",
                     examples=["ccdiff matrix examples/*.jsonl",
                               "ccdiff matrix examples/*.jsonl --stack oracle --stack quiche@0.26.0 "
-                              "--json matrix.json"])
+                              "--json matrix.json",
+                              "ccdiff matrix examples/*.jsonl --stack ngtcp2@git-1a2b3c4d5e --against ngtcp2@1.25.0"])
     p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.jsonl)")
     p.add_argument("--stack", action=StackSpecs, metavar="SPEC",
                    help=STACK_HELP + "; default: the oracles and every built stack")
     p.add_argument("--json", metavar="FILE", help="also write the matrix and every finding as JSON")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
+    p.add_argument("--against", metavar="BASELINE",
+                   help="a build to compare the --stack builds with (a release, or the checkout a patch "
+                        "starts from): lists every trace where their snapshots differ, and exits 1 only "
+                        "on a violation BASELINE does not have on the same trace (docs/detection-power.md)")
     _add_qlog_option(p)
     _add_isolation_options(p)
     p.set_defaults(func=cmd_matrix)
@@ -889,7 +975,9 @@ def _add_conform(sub) -> None:
                                 "stack's Reno alias) always run too. Exit 0 all pass, 1 failures, 2 errors.",
                     examples=["ccdiff conform --stack quiche@0.26.0 --stack quiche@0.30.0 --seeds 20",
                               "ccdiff conform --stack oracle --scenario death-spiral,tail-loss --seeds 3",
-                              "ccdiff conform --stack quiche@0.30.0 --baseline last/summary.json"])
+                              "ccdiff conform --stack quiche@0.30.0 --baseline last/summary.json",
+                              "ccdiff conform --stack ngtcp2@git-1a2b3c4d5e --against ngtcp2@1.25.0 "
+                              "--scenario death-spiral --seeds 5"])
     p.add_argument("--stack", "--stacks", dest="stacks", action=StackSpecs, metavar="SPEC",
                    help=STACK_HELP + "; NAME=SPEC reports SPEC as NAME (oracle=oracle:idle=last-send); "
                         "default: the oracles and every built stack")
@@ -914,6 +1002,11 @@ def _add_conform(sub) -> None:
                         "fails now, or a pass-rate drop beyond --tolerance), 0 otherwise, 2 on errors")
     p.add_argument("--tolerance", type=float, default=0.05, metavar="X",
                    help="pass-rate drop that counts as a regression when seed sets differ (default 0.05)")
+    p.add_argument("--against", metavar="BASELINE",
+                   help="a build to run beside the --stack builds on the same scenarios and seeds (a "
+                        "release, or the checkout a patch starts from): exit 1 only on a violation "
+                        "BASELINE has on no seed of that scenario; one it has on another seed is listed "
+                        "as reshuffled, not new (summary.json \"against\", docs/detection-power.md)")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
     p.add_argument("--fresh", action="store_true",
                    help="ignore DIR/cases.jsonl (by default finished cases of an interrupted run of "

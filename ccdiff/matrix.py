@@ -22,13 +22,19 @@ def default_specs() -> list:
     return specs
 
 
-def run_matrix(trace_paths: list, specs: list, progress=None) -> dict:
+def run_matrix(trace_paths: list, specs: list, progress=None, compare: tuple = ()) -> dict:
+    """compare: (candidate, baseline) label pairs (ccdiff/baseline.py) whose snapshots are
+    compared on every trace: "differences" lists each trace where they part, and where."""
     cells: dict = {}      # (stack, invariant) -> {"violation": n, "deviation": n}
-    findings, errors, reach = [], [], []
+    findings, errors, reach, differences = [], [], [], []
     for path in trace_paths:
         # Each trace validated, then replayed from its file: memory bounded whatever its length.
-        result = replay(open_trace(path), specs, keep_snapshots=False)
+        result = replay(open_trace(path), specs, keep_snapshots=False, compare=compare)
         reach.append({"trace": path, **reachability_fields(result.trace)})
+        for label, index in result.first_difference.items():
+            if index is not None:
+                differences.append({"stack": label, "trace": path, "event": index,
+                                    "line": result.trace.line_of(index)})
         for finding, as_dict in zip(result.findings, finding_dicts(result)):
             cell = cells.setdefault((finding.stack, finding.invariant), {"violation": 0, "deviation": 0})
             cell[finding.status] += 1
@@ -41,7 +47,8 @@ def run_matrix(trace_paths: list, specs: list, progress=None) -> dict:
     return {"traces": list(trace_paths), "stacks": list(specs),
             "invariants": [i for i in CATALOG if any(k[1] == i for k in cells)],
             "cells": [{"stack": s, "invariant": i, **v} for (s, i), v in sorted(cells.items())],
-            "findings": findings, "errors": errors, "reachability": reach}
+            "findings": findings, "errors": errors, "reachability": reach,
+            **({"differences": differences} if compare else {})}
 
 
 def print_matrix(console, matrix: dict) -> None:

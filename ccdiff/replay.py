@@ -52,6 +52,8 @@ class ReplayResult:
     trace: Trace
     runs: dict            # label -> Run, in the order requested
     findings: list        # Finding, ordered by stack then event
+    # compare=[(a, b)]: a's label -> the first event where a's snapshot is not b's (None: none)
+    first_difference: dict = field(default_factory=dict)
 
     @property
     def violations(self) -> list:
@@ -68,9 +70,12 @@ def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
     return Run(target, controller, checker, profile, hidden=hidden)
 
 
-def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool = True) -> ReplayResult:
+def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool = True,
+           compare: tuple = ()) -> ReplayResult:
     """trace: a Trace, or a StreamedTrace (ccdiff/trace_stream.py) read from its file as it
-    goes; with keep_snapshots False each run keeps its last snapshot only."""
+    goes; with keep_snapshots False each run keeps its last snapshot only.  compare: pairs
+    of labels (candidate, baseline) of the requested stacks whose snapshots are compared
+    event by event as the replay goes (ReplayResult.first_difference)."""
     recipes = load_recipes()
     targets = [resolve(spec, recipes) for spec in specs]
     labels = [t.label for t in targets]
@@ -88,6 +93,8 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
     divergences = {run.label: Divergence(run, runs[REFERENCE[run.target.family]]) for run in active
                    if check and not run.hidden and run.target.kind == "native"}
     watching = list(divergences.values())
+    first_difference = {a: None for a, _ in compare}
+    comparing = [(runs[a], runs[b]) for a, b in compare]
     ledger = Ledger(trace.header)
     truths = {True: Truth(), False: Truth(ecn=False)}   # the trace's timeline with / without ECN
     resolved = map(ledger.resolve, trace.stream())
@@ -114,6 +121,8 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
                 run.checker.check(index, ev, before, snap, truths[run.profile.ecn])
         if watching:
             watching = [d for d in watching if d.step(index, ev)]
+        if comparing:
+            comparing = [pair for pair in comparing if not _differs(pair, index, first_difference)]
     findings = []
     for run in runs.values():
         if hasattr(run.controller, "close"):
@@ -128,7 +137,19 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
         findings.extend(sorted(judge(run_findings, run.profile), key=lambda f: f.event_index))
     visible = {label: run for label, run in runs.items() if not run.hidden}
     judge_reachability(trace)
-    return ReplayResult(trace, visible, findings)
+    return ReplayResult(trace, visible, findings, first_difference)
+
+
+def _differs(pair: tuple, index: int, first_difference: dict) -> bool:
+    """True once the pair is decided: the first event where one run stepped and the other
+    failed, or their snapshots differ (repr: a NaN field equals itself), is recorded."""
+    a, b = pair
+    if a.error is not None and b.error is not None:
+        return True                        # both stopped: nothing more to compare
+    if (a.error is None) != (b.error is None) or repr(a.last) != repr(b.last):
+        first_difference[a.label] = index
+        return True
+    return False
 
 
 def _prefetched(resolved, controllers: list, history):
