@@ -156,9 +156,12 @@ CATALOG = {inv.id: inv for inv in [
               True, "MUST", "RFC 9002 §7.6.2"),
     Invariant("numeric-error", "A snapshot field is not a sane number",
               "— (harness check)", "",
-              "cwnd, ssthresh and W_max are positive amounts of data; K and t are non-negative times. "
-              "Zero, negative, NaN or astronomically large values point at overflow, underflow or "
-              "division by zero in the controller. No RFC text: no controller can be right with them.",
+              "cwnd, ssthresh and W_max are positive amounts of data: zero, negative, NaN or "
+              "astronomically large values point at overflow, underflow or division by zero in the "
+              "controller. K is a time that may be negative (RFC 9438 §4.2 eq. 2 is the cube root of "
+              "(W_max - cwnd_epoch) / C, negative when the stage starts above W_max): only a NaN, "
+              "infinite or astronomically large K counts. No RFC text: no controller can be right "
+              "with them.",
               False, "harness"),
     Invariant("adapter-error", "The stack refused or crashed on an event",
               "— (harness check)", "",
@@ -380,8 +383,10 @@ class Checker:
         t, kind = ev.t, ev.kind
         flag = self.flag
         cwnd = after.cwnd
+        # K may be negative: RFC 9438 §4.2 eq. 2 is a cube root of (W_max - cwnd_epoch) / C,
+        # negative when the window at the start of the stage is above W_max.
         if (_bad_number(cwnd, 1) or _bad_number(after.ssthresh, 1) or _bad_number(after.w_max, 0)
-                or _bad_number(after.k_us, 0)):
+                or _bad_number(after.k_us, -HUGE)):
             flag("numeric-error", index, t, f"snapshot has cwnd={cwnd}, ssthresh={after.ssthresh}, "
                  f"w_max={after.w_max}, K={after.k_us}")
             return

@@ -36,7 +36,8 @@ int fz_parse_invariants(const char *list, unsigned *mask) {
   return 0;
 }
 
-/* _bad_number(value, lo): not finite, below lo, or beyond 2**53. */
+/* _bad_number(value, lo): not finite, below lo, or beyond 2**53.  K's lo is -2**53: RFC 9438
+ * §4.2 eq. 2 gives a negative K when the stage starts above W_max (invariants.py). */
 static int bad_u64(uint64_t v, uint64_t lo) { return v < lo || (double)v > HUGE_VALUE; }
 static int bad_double(double v, double lo) { return !isnan(v) && (!isfinite(v) || v < lo || v > HUGE_VALUE); }
 
@@ -46,7 +47,7 @@ unsigned fz_check(const ccd_event *ev, const ccd_snapshot *s, uint32_t mds, unsi
   if (!detail) detail = dummy, len = sizeof(dummy);
   /* NaN W_max / K means "absent" (the ABI); CCD_NONE ssthresh means infinite. */
   if (bad_u64(s->cwnd, 1) || (s->ssthresh != CCD_NONE && bad_u64(s->ssthresh, 1)) ||
-      bad_double(s->w_max_bytes, 0) || bad_double(s->k_us, 0)) {
+      bad_double(s->w_max_bytes, 0) || bad_double(s->k_us, -HUGE_VALUE)) {
     snprintf(detail, len, "cwnd=%llu ssthresh=%llu w_max=%g K=%g", (unsigned long long)s->cwnd,
              (unsigned long long)s->ssthresh, s->w_max_bytes, s->k_us);
     return enabled & FZ_INV_NUMERIC;
