@@ -49,7 +49,7 @@ OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), 
            ("fuzz-triage", "findings")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
              ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"),
-             ("conform", "shard"), ("sim", "stack"),
+             ("conform", "shard"), ("conform", "against"), ("matrix", "against"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "against"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
              ("minimize", "stack"), ("minimize", "invariant"), ("fidelity", "stack"), ("versions", "stack"), ("coverage", "stack"),
              ("bisect", "stack"), ("bisect", "invariant"), ("bisect", "good"), ("bisect", "bad"),
