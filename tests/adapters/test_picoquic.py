@@ -255,3 +255,50 @@ def test_spurious_repeat_only_while_picoquic_keeps_the_lost_packet(delay_us, res
         assert after.phase == "slow_start" and after.ssthresh is None and after.cwnd == 16544
     else:
         assert (after.cwnd, after.ssthresh, after.phase) == (before.cwnd, 11760, "congestion_avoidance")
+
+
+# The files of picoquic's tree the adapter compiles (implementations/picoquic/build.sh, adapter.c).
+CC_FILES = {"picoquic/cubic.c", "picoquic/newreno.c", "picoquic/cc_common.c", "picoquic/cc_common.h",
+            "picoquic/pacing.c"}
+# aiopquic's patches already present in its vendored tree (implementations/picoquic/provenance.toml).
+APPLIED_IN_SDIST = {"picoquic-reset-at-ack-delete.patch"}
+
+
+def test_aiopquic_patches_leave_the_controller_code_as_upstream_wrote_it(tmp_path):
+    """The aiopquic sdist vendors picoquic and keeps its own patches apart (patches/*.patch);
+    one of them is nevertheless already in the vendored tree (it reverses cleanly).  What
+    ccdiff calls picoquic's controller is upstream's only if no patch touches the files the
+    adapter compiles: none may touch the congestion-control files, and frames.c (compiled for
+    picoquic_estimate_max_path_bandwidth alone) only outside that function."""
+    import os
+    import re
+    import subprocess
+    from ccdiff.build import fetch, unpack
+    from ccdiff.stacks import load_recipes
+    pin = load_recipes()["picoquic"].versions["1.1.53.0"]
+    unpack(fetch(pin["url"], pin["sha256"]), tmp_path)
+    sdist = tmp_path / pin["subdir"].split("/")[0]
+    tree = tmp_path / pin["subdir"]
+    patches = sorted((sdist / "patches").glob("*.patch"))
+    assert patches, "aiopquic ships its patches in patches/"
+    frames = (tree / "picoquic" / "frames.c").read_text(errors="replace").splitlines()
+    start = next(i for i, line in enumerate(frames, 1) if re.match(r"\w.*picoquic_estimate_max_path_bandwidth\(", line))
+    end = next(i for i, line in enumerate(frames[start:], start + 1) if line.startswith("}"))
+    # Outside any repository: inside one, git apply silently skips paths outside the cwd.
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(tmp_path))
+    applied = {p.name for p in patches
+               if subprocess.run(["git", "apply", "--check", "-R", str(p)], cwd=tree, env=env,
+                                 capture_output=True).returncode == 0}
+    assert applied == APPLIED_IN_SDIST, "update provenance.toml and APPLIED_IN_SDIST"
+    for patch in patches:
+        text = patch.read_text(errors="replace")
+        touched = set(re.findall(r"^\+\+\+ b/(\S+)", text, re.M))
+        assert touched, f"{patch.name}: no file found in it"
+        assert not touched & CC_FILES, f"{patch.name} patches the controller: {sorted(touched & CC_FILES)}"
+        for section in re.split(r"^diff --git ", text, flags=re.M):
+            if "+++ b/picoquic/frames.c" not in section:
+                continue
+            for first, length in re.findall(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", section, re.M):
+                lo, hi = int(first), int(first) + int(length or 1) - 1
+                assert hi < start or lo > end, f"{patch.name} changes frames.c:{lo}-{hi}, inside " \
+                                               f"picoquic_estimate_max_path_bandwidth ({start}-{end})"
