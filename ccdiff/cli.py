@@ -768,7 +768,7 @@ def _add_coverage(sub) -> None:
                     examples=["ccdiff coverage ngtcp2",
                               "ccdiff coverage picoquic --examples --json picoquic-coverage.json",
                               "ccdiff coverage ngtcp2 --scenarios --seeds 1 --out reports/coverage-ngtcp2"])
-    p.add_argument("stack", metavar="STACK", help="ngtcp2, picoquic, quiche, quinn, aioquic or linux (name[@version])")
+    p.add_argument("stack", metavar="STACK", help="ngtcp2, picoquic, quiche, quinn, s2n-quic, aioquic or linux (name[@version])")
     p.add_argument("--examples", action="store_true", help="run examples/*.jsonl")
     p.add_argument("--scenarios", action="store_true", help="run every scenario in the closed loop")
     p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per scenario (default 3)")
