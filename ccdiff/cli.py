@@ -273,7 +273,7 @@ def _against_specs(stacks: list | None, baseline: str, add_controls=None) -> tup
     labels = {label(s) for s in specs}
     compared = []
     for candidate in candidates:       # the builds' own pair under their run names, then the aliases'
-        own, *aliases = pairs([split_label(candidate)[1]], split_label(baseline)[1])
+        _, *aliases = pairs([split_label(candidate)[1]], split_label(baseline)[1])   # also validates both
         compared += [(label(candidate), base)] + [p for p in aliases if p[0] in labels and p[1] in labels]
     return specs, compared
 
