@@ -578,6 +578,12 @@ class Checker:
             return
         if t > watch["until"]:
             self.finish_idle_watch()
+        elif in_slow_start(after):
+            # The stack restarted after the idle (aioquic's reset to its initial window; RFC
+            # 9002 §7.8: "A sender MAY implement alternative mechanisms to update its congestion
+            # window after periods of underutilization"): W_cubic(t) is not in play, and slow
+            # start's growth is ss-growth-bound's to judge, not measured from the old window.
+            self.idle_watch = None
         else:
             watch["max_cwnd"] = max(watch["max_cwnd"], after.cwnd)
             watch["acked"] += eligible_bytes
