@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from .errors import SetupError
 from .invariants import CATALOG
 from .mechanisms import MECHANISMS
-from .status import validate_known
+from .status import validate_known, validate_upstream
 
 
 # Why trajectory-divergence stays waived wholesale for every deviation that names it: the
@@ -43,6 +43,7 @@ class Profile:
     ecn: bool = True                   # False: the stack ignores ECN counts (no ECT sent)
     deviations: list = field(default_factory=list)
     known: list = field(default_factory=list)   # [[known]] upstream issues and fixes (ccdiff/status.py)
+    upstream: dict = field(default_factory=dict)   # [upstream]: when the tracker was checked, against what
 
     def explaining(self, invariant: str) -> list:
         """Deviations that waive every finding of this invariant for this stack (`tolerates`)."""
@@ -133,6 +134,7 @@ def load_profile(recipe) -> Profile:
                              f"{', '.join(both)}: a mechanism-checked invariant is not waived wholesale")
     try:
         known = validate_known(data.get("known", []), str(path), CATALOG)
+        upstream = validate_upstream(data.get("upstream"), str(path))
     except ValueError as exc:
         raise SetupError(str(exc)) from None
     return Profile(stack=data.get("stack", recipe.name),
@@ -140,7 +142,7 @@ def load_profile(recipe) -> Profile:
                    sustain_events=int(divergence.get("sustain_events", 16)),
                    min_window_datagrams=int(data.get("min_window_datagrams", 2)),
                    ecn=bool(data.get("ecn", True)),
-                   deviations=deviations, known=known)
+                   deviations=deviations, known=known, upstream=upstream)
 
 
 def _onset(finding) -> int:

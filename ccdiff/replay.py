@@ -184,7 +184,7 @@ def finding_dicts(result: ReplayResult) -> list:
         run = result.runs.get(f.stack)
         if run is not None:       # the status line of ccdiff/status.py, the reports' first line
             d["upstream_status"] = status_of(f.status, f.invariant, run.target.version, run.profile.known,
-                                             reachability, f.detail).text
+                                             reachability, f.detail, run.profile.upstream).text
         out.append(d)
     return out
 

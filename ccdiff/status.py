@@ -3,6 +3,9 @@
 One line, first on every finding page and finding.md (issue 15):
 
   new                                      not documented, not known upstream: a bug report
+  new here — upstream tracker not checked  the same, for a stack whose profile records no
+                                           check of its tracker (`[upstream] checked`):
+                                           a draft, to check before filing
   known upstream                           an open upstream issue covers it (link)
   fixed upstream in VERSION                a later release fixes it (link)
   documented deviation — not a bug report  the stack's profile documents it on purpose
@@ -13,7 +16,10 @@ One line, first on every finding page and finding.md (issue 15):
 Known upstream issues and fixes are data in each stack's profile.toml (`[[known]]`):
 `id`, `url`, `invariants` (the findings it covers), `condition` (in words), `affects`
 (a version bound such as "<0.26.1", or "all"), and either `fixed_in` (+ `fixed_url`) or
-nothing (still open).  Only a `new` finding gets a "bug report" link.
+nothing (still open).  `new` needs the profile's record of when and against what the
+tracker was read (`[upstream]`: `checked`, a date, and `against`); without it no finding is
+called new, only "not checked" (ccdiff knows it found something, not that nobody did).
+Only those two statuses get a "bug report" link.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 NEW = "new"
+UNCHECKED = "new here — upstream tracker not checked yet (check it before filing)"
 KNOWN = "known upstream"
 DEVIATION = "documented deviation — not a bug report"
 LENIENT = "lenient trace only — not reachable as found"
@@ -35,7 +42,7 @@ class Status:
 
     @property
     def is_bug_report(self) -> bool:
-        return self.kind == "new"
+        return self.kind in ("new", "unchecked")
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "text": self.text, "url": self.url, "known_id": self.known_id}
@@ -85,9 +92,10 @@ def followed(detail: str) -> list:
 
 
 def status_of(finding_status: str, invariant: str, version: str, known: list, reachability: str,
-              detail: str = "") -> Status:
+              detail: str = "", checked: dict | None = None) -> Status:
     """One rule for replay, matrix, conform and the reports.  A trajectory divergence that
-    follows a known bug's findings (profiles.judge) is that bug's footprint: same status."""
+    follows a known bug's findings (profiles.judge) is that bug's footprint: same status.
+    checked: the profile's `[upstream]` record; without one, "new" is "unchecked"."""
     covered = {invariant} | (set(followed(detail)) if invariant == "trajectory-divergence" else set())
     if finding_status == "deviation":
         return Status("deviation", DEVIATION)
@@ -99,4 +107,17 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
                 return Status("fixed", f"fixed upstream in {entry['fixed_in']}",
                               entry.get("fixed_url") or entry["url"], entry["id"])
             return Status("known", KNOWN, entry["url"], entry["id"])
+    if not checked:
+        return Status("unchecked", UNCHECKED)
     return Status("new", NEW)
+
+
+def validate_upstream(record, source: str) -> dict:
+    """A profile's `[upstream]` table: `checked` (YYYY-MM-DD) and `against` (what was read:
+    the branch and commit, the tracker searched)."""
+    if record in (None, {}):
+        return {}
+    if not isinstance(record, dict) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(record.get("checked", ""))) \
+            or not str(record.get("against", "")).strip():
+        raise ValueError(f"{source}: [upstream] needs checked = \"YYYY-MM-DD\" and against = \"what was read\"")
+    return record

@@ -14,10 +14,11 @@ from ccdiff.profiles import Profile, judge, load_profile
 from ccdiff.replay import replay
 from ccdiff.stacks import resolve
 from ccdiff.trace import load_trace
-from ccdiff.status import DEVIATION, KNOWN, LENIENT, NEW, affects, status_of
+from ccdiff.status import DEVIATION, KNOWN, LENIENT, NEW, UNCHECKED, affects, status_of
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICHE_KNOWN = load_profile(resolve("quiche@0.26.0").recipe).known
+QUICHE_PROFILE = load_profile(resolve("quiche@0.26.0").recipe)
+QUICHE_KNOWN = QUICHE_PROFILE.known
 
 
 @pytest.mark.parametrize("version, text", [
@@ -26,7 +27,31 @@ QUICHE_KNOWN = load_profile(resolve("quiche@0.26.0").recipe).known
     ("0.30.0", NEW),
 ])
 def test_the_death_spiral_is_fixed_upstream_in_0_26_1_only_for_older_releases(version, text):
-    assert status_of("violation", "future-recovery-start", version, QUICHE_KNOWN, "strict").text == text
+    assert status_of("violation", "future-recovery-start", version, QUICHE_KNOWN, "strict", "",
+                     QUICHE_PROFILE.upstream).text == text
+
+
+def test_new_needs_a_record_of_the_upstream_check():
+    """"new" claims nobody upstream knows: only a profile that records when and against what
+    its tracker was read may say it; otherwise the finding is a draft to check first."""
+    assert QUICHE_PROFILE.upstream["checked"] == "2026-11-24"
+    unchecked = status_of("violation", "idle-inflation", "0.30.0", QUICHE_KNOWN, "strict")
+    assert unchecked.text == UNCHECKED and unchecked.kind == "unchecked" and unchecked.is_bug_report
+    assert "not checked" in UNCHECKED
+    for name in ("quiche", "ngtcp2", "aioquic", "s2n-quic"):
+        assert load_profile(resolve(name).recipe).upstream, f"{name}: its tracker check is recorded"
+
+
+def test_a_malformed_upstream_record_is_a_setup_error(tmp_path):
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "profile.toml").write_text('[upstream]\nchecked = "last week"\nagainst = "x"\n')
+
+    class Recipe:
+        name = "stack"
+    Recipe.folder = folder
+    with pytest.raises(SetupError, match="checked = "):
+        load_profile(Recipe)
 
 
 def test_quiche_persistent_congestion_is_known_upstream_in_every_release():

@@ -52,7 +52,7 @@ class FindingView:
         """new / known upstream / fixed upstream in X / documented deviation / lenient only."""
         return status_of(self.finding.status, self.finding.invariant, self.target.version,
                          self.stack_run.profile.known, self.run.trace.reachability or "strict",
-                         self.finding.detail)
+                         self.finding.detail, self.stack_run.profile.upstream)
 
     @property
     def oracle_run(self):
