@@ -76,13 +76,17 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from planted_bugs import REPLAY, Failed, ccdiff, judge, pristine_tree  # noqa: E402
+import signal  # noqa: E402
 
 # The controller file(s) of each C stack, inside the stack's source tree.
 STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",)}
 CONFORM_SCENARIOS = ("death-spiral", "idle-restart", "tail-loss", "persistent-congestion", "shallow-buffer")
 BEFORE_TRACES = ("death-spiral.jsonl", "idle-restart.jsonl")   # the two original examples
-REPLAY_TIMEOUT = 120      # s, all examples; the pristine build takes about 1 s
-CONFORM_RUN_TIMEOUT = 30  # s per conform run (--timeout): a mutant that loops forever is an error
+REPLAY_TIMEOUT = 30       # s, all examples; the pristine build takes about 1 s
+CONFORM_RUN_TIMEOUT = 10  # s per conform run (--timeout): a mutant that loops forever is an error
+# A mutant's whole conform may take this many times the pristine one before it counts as hung
+# (a loop that never ends in every run would otherwise cost CONFORM_RUN_TIMEOUT per run).
+CONFORM_SLOWDOWN = 4
 
 # ---------------------------------------------------------------- tokenizer
 
@@ -319,15 +323,28 @@ def choose(all_mutants: list[Mutant], sample: int | None, seed: int) -> list[Mut
 # ---------------------------------------------------------------- running one build
 
 
-def run_replay(spec: str, traces: list[str], build_dir: Path | None) -> dict:
-    """planted_bugs's replay (per trace: violated invariants, sha256 of the snapshots), or
-    {"error": why} when the build crashes or hangs on it."""
+def run_bounded(args: list[str], build_dir: Path | None, timeout: float) -> subprocess.CompletedProcess:
+    """Run a child in its own process group and kill the whole group on timeout: a mutant
+    that loops forever must not survive in a conform worker after its parent is gone."""
     env = dict(os.environ)
     if build_dir is not None:
         env["CCDIFF_BUILD_DIR"] = str(build_dir)
+    child = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        done = subprocess.run([sys.executable, "-c", REPLAY, spec, *traces], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=REPLAY_TIMEOUT)
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise
+    return subprocess.CompletedProcess(args, child.returncode, out, err)
+
+
+def run_replay(spec: str, traces: list[str], build_dir: Path | None) -> dict:
+    """planted_bugs's replay (per trace: violated invariants, sha256 of the snapshots), or
+    {"error": why} when the build crashes or hangs on it."""
+    try:
+        done = run_bounded(["-c", REPLAY, spec, *traces], build_dir, REPLAY_TIMEOUT)
     except subprocess.TimeoutExpired:
         return {"error": f"replay hung (> {REPLAY_TIMEOUT} s)"}
     if done.returncode != 0:
@@ -341,7 +358,7 @@ def family(spec: str) -> str:
     return spec.split("@", 1)[0]
 
 
-def run_conform(spec: str, seeds: int, out: Path, build_dir: Path | None) -> dict:
+def run_conform(spec: str, seeds: int, out: Path, build_dir: Path | None, timeout: float) -> dict:
     """{"cases": {"family|scenario|seed": {"status", "violations", "metrics"}}} or {"error"}."""
     if out.exists():
         shutil.rmtree(out)
@@ -350,9 +367,9 @@ def run_conform(spec: str, seeds: int, out: Path, build_dir: Path | None) -> dic
     for scenario in CONFORM_SCENARIOS:
         args += ["--scenario", scenario]
     try:
-        done = ccdiff(*args, build_dir=build_dir, timeout=CONFORM_RUN_TIMEOUT * 4 + 60 * seeds)
+        done = run_bounded(["-m", "ccdiff", *args], build_dir, timeout)
     except subprocess.TimeoutExpired:
-        return {"error": "conform hung"}
+        return {"error": f"conform hung (> {timeout:.0f} s)"}
     if done.returncode not in (0, 1) or not (out / "summary.json").is_file():
         tail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
         return {"error": f"conform exit {done.returncode}: {tail}"}
@@ -485,8 +502,11 @@ class Campaign:
         if "error" in self.pristine_replay:
             raise Failed(f"pristine {self.spec}: {self.pristine_replay['error']}")
         self.pristine_conform = None
+        self.conform_timeout = 0.0
         if seeds:
-            result = run_conform(self.spec, seeds, work / "conform-pristine", None)
+            started = time.monotonic()
+            result = run_conform(self.spec, seeds, work / "conform-pristine", None, timeout=3600)
+            self.conform_timeout = max(60.0, CONFORM_SLOWDOWN * (time.monotonic() - started))
             if "error" in result:
                 raise Failed(f"pristine {self.spec}: {result['error']}")
             self.pristine_conform = result["cases"]
@@ -515,8 +535,10 @@ class Campaign:
             return {**row, "build": "error", "build_log": log, "seconds": round(time.monotonic() - started, 1)}
         replay_rows = run_replay(spec, self.traces, self.build_dir)
         conform = None
-        if self.seeds:
-            result = run_conform(spec, self.seeds, self.work / "conform-mutant", self.build_dir)
+        # A mutant that crashes or hangs on the examples is killed already: its conform
+        # would only cost a timeout per run.
+        if self.seeds and "error" not in replay_rows:
+            result = run_conform(spec, self.seeds, self.work / "conform-mutant", self.build_dir, self.conform_timeout)
             conform = result if "error" in result else judge_conform(self.pristine_conform, result["cases"])
         before = verdict(judge_replay(self.pristine_replay, replay_rows, BEFORE_TRACES), None)
         after = verdict(judge_replay(self.pristine_replay, replay_rows, None), conform)
