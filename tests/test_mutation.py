@@ -5,7 +5,7 @@ The operator test runs on a small C snippet: comments, string literals, preproce
 lines (a continued #define among them), declarators (`int *p`, `const char *s`) and
 array sizes in declarations are never mutated, unary minus is left alone, and the order
 is the file's.  The end-to-end test plants one relational swap in ngtcp2's CUBIC
-on_ack_recv (the slow-start test), builds it with `ccdiff build ngtcp2 --source` into a
+on_ack_recv (the 1.5x cap of the cubic target), builds it with `ccdiff build ngtcp2 --source` into a
 build folder under tmp, and judges it against the pinned build on every example and a
 one-seed conform: killed; the control (the same path, no change) is identical.
 """
@@ -96,10 +96,12 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
     assert len(err) == 2 and "unknown stack 'quiche'" in err[0] and "no function no_such_function" in err[1]
 
 
-# ngtcp2 1.25.0 lib/ngtcp2_cc.c:332, in ngtcp2_cc_cubic_cc_on_ack_recv:
-#   if (cstat->cwnd < cstat->ssthresh) {   /* slow start */
-# `<` -> `>=` grows by the cubic rule in slow start and by slow start in avoidance.
-SLOW_START_SWAP = "ngtcp2_cc.c:332:19:ror:>="
+# ngtcp2 1.25.0 lib/ngtcp2_cc.c:424, in ngtcp2_cc_cubic_cc_on_ack_recv:
+#   } else if (2 * w_cubic_next > 3 * cstat->cwnd) {   target = cwnd * 3 / 2;
+# `>` -> `<=` caps the target at 1.5 cwnd exactly when W_cubic is below it, and lets it
+# through when above: growth beyond 1.5x per RTT (RFC 9438 §4.2), ca-growth-bound on the
+# idle-restart example.
+CAP_SWAP = "ngtcp2_cc.c:424:31:ror:<="
 
 
 @pytest.fixture(scope="module")
@@ -110,12 +112,13 @@ def campaign(tmp_path_factory):
 
 def test_a_real_ngtcp2_mutant_is_killed_and_the_control_is_identical(campaign, tmp_path):
     plan = {m.id: m for m in mutation.plan("ngtcp2", ["ngtcp2_cc_cubic_cc_on_ack_recv"], None, 0, tmp_path)}
-    mutant = plan[SLOW_START_SWAP]
-    assert (mutant.old, mutant.new) == ("<", ">=")
+    mutant = plan[CAP_SWAP]
+    assert (mutant.old, mutant.new) == (">", "<=")
     row = campaign.judge(mutant, None)
     assert row["build"] == "ok"
     assert row["after"]["verdict"] == "killed", row["after"]
-    assert any(k.startswith("replay ") for k in row["after"]["kills"]), row["after"]
+    # The kill points at the mutated behaviour: the 1.5x cap, on an example trace.
+    assert any(k.startswith("replay ") and "ca-growth-bound" in k for k in row["after"]["kills"]), row["after"]
     assert not row["after"]["crash"]
     control = campaign.judge(None, None)
     for column in ("before", "after"):
