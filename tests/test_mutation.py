@@ -5,9 +5,10 @@ The operator test runs on a small C snippet: comments, string literals, preproce
 lines (a continued #define among them), declarators (`int *p`, `const char *s`) and
 array sizes in declarations are never mutated, unary minus is left alone, and the order
 is the file's.  The end-to-end test plants one relational swap in ngtcp2's CUBIC
-on_ack_recv (the 1.5x cap of the cubic target), builds it with `ccdiff build ngtcp2 --source` into a
-build folder under tmp, and judges it against the pinned build on every example and a
-one-seed conform: killed; the control (the same path, no change) is identical.
+on_ack_recv (the 1.5x cap of the cubic target), builds it with `ccdiff build ngtcp2
+--source` into a build folder under tmp, and judges it against the pinned build on every
+example and a one-seed conform: killed, by ca-growth-bound on an example; the control (the
+same path, no change) is identical.
 """
 from __future__ import annotations
 
