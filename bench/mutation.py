@@ -63,6 +63,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,7 +77,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from planted_bugs import REPLAY, Failed, ccdiff, judge, pristine_tree  # noqa: E402
-import signal  # noqa: E402
 
 # The controller file(s) of each C stack, inside the stack's source tree.
 STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",)}
@@ -575,7 +575,7 @@ def survivors(rows: list[dict], column: str) -> dict:
             "by_function": dict(sorted(Counter(r["function"] or "(file scope)" for r in alive).items()))}
 
 
-def render(stack: str, spec: str, rows: list[dict], seeds: int, coverage: bool) -> str:
+def render(spec: str, rows: list[dict], seeds: int, coverage: bool) -> str:
     lines = [f"{spec}: {len(rows)} mutants",
              "| column | mutants | build errors | killed (crash/hang; conform only) | survived-visible "
              "(reshuffled) | survived-identical (unreached / other) | score |", "|---|---|---|---|---|---|---|"]
@@ -687,7 +687,7 @@ def campaign(args, chosen: list[Mutant], work: Path) -> int:
         after = row["after"]["verdict"] if row["build"] == "ok" else "build-error"
         extra = row["after"].get("identical", "") if row["build"] == "ok" else ""
         print(f"[{n}/{len(chosen)}] {mutant.id:40} {after} {extra} ({row['seconds']} s)", flush=True)
-    table = render(args.stack, run.spec, rows, args.seeds, coverage is not None)
+    table = render(run.spec, rows, args.seeds, coverage is not None)
     print(table)
     wall = round(time.monotonic() - started, 1)
     print(f"wall time {wall} s")
