@@ -14,8 +14,9 @@ the baseline build does not do on the same inputs:
   `reshuffled` (on a seed where the baseline did not have it, but the baseline has it on
   another), never as new.
 
-The same rule judges bench/mutation.py's mutants ("killed only when a finding that the
-pristine build does not have, on the same inputs, points at the mutated behaviour").
+bench/mutation.py judges its mutants by the same rule (its judge_conform, which also compares
+the runs' metrics): "killed only when a finding that the pristine build does not have, on the
+same inputs, points at the mutated behaviour" (issue #21 point 4).
 """
 from __future__ import annotations
 
