@@ -9,6 +9,8 @@ One line, first on every finding page and finding.md (issue 15):
   known upstream                           an open upstream issue covers it (link)
   fixed upstream in VERSION                a later release fixes it (link)
   documented deviation — not a bug report  the stack's profile documents it on purpose
+  consequence of X in this run             a trajectory divergence that follows violation X
+                                           (neither known nor fixed): X's report, not its own
   lenient trace only — not reachable as found
                                            the trace has events the stack's own loss
                                            detection would not produce (ccdiff/reach.py)
@@ -27,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 NEW = "new"
+CONSEQUENCE = "consequence of {} in this run — part of that report, not a report of its own"
 UNCHECKED = "new here — upstream tracker not checked yet (check it before filing)"
 KNOWN = "known upstream"
 DEVIATION = "documented deviation — not a bug report"
@@ -107,6 +110,10 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
                 return Status("fixed", f"fixed upstream in {entry['fixed_in']}",
                               entry.get("fixed_url") or entry["url"], entry["id"])
             return Status("known", KNOWN, entry["url"], entry["id"])
+    if invariant == "trajectory-divergence" and followed(detail):
+        # The footprint of the violations it follows (profiles.judge): their report shows it;
+        # a report of its own would file one bug twice, with no RFC text of its own.
+        return Status("consequence", CONSEQUENCE.format(", ".join(followed(detail))))
     if not checked:
         return Status("unchecked", UNCHECKED)
     return Status("new", NEW)

@@ -161,3 +161,18 @@ def test_a_closed_loop_finding_names_the_sim_command_that_reruns_it(tmp_path):
     assert "ccdiff sim death-spiral --seed 0 --stack quiche@0.26.0" in md
     page = next((tmp_path / "r").glob("findings/*future-recovery-start*/index.html")).read_text()
     assert "ccdiff sim death-spiral --seed 0 --stack quiche@0.26.0" in page
+
+
+def test_a_divergence_that_follows_an_unknown_violation_is_part_of_its_report_not_a_second_one():
+    detail = "cwnd 2400 vs oracle 3892 ... (follows growth-in-recovery, idle-inflation)"
+    status = status_of("violation", "trajectory-divergence", "0.30.0", QUICHE_KNOWN, "strict", detail,
+                       QUICHE_PROFILE.upstream)
+    assert status.kind == "consequence" and not status.is_bug_report
+    assert "growth-in-recovery, idle-inflation" in status.text
+    # One that follows a fixed bug takes that bug's status; one that follows nothing is new.
+    fixed = status_of("violation", "trajectory-divergence", "0.26.0", QUICHE_KNOWN, "strict",
+                      "x (follows future-recovery-start)", QUICHE_PROFILE.upstream)
+    assert fixed.kind == "fixed"
+    alone = status_of("violation", "trajectory-divergence", "0.30.0", QUICHE_KNOWN, "strict", "x",
+                      QUICHE_PROFILE.upstream)
+    assert alone.kind == "new"
