@@ -8,6 +8,8 @@
       (AFL_BENCH_UNTIL_CRASH, honggfuzz --exit_upon_crash), and the crash is
       replayed through the plain harness to confirm the invariant.
       --no-dict: without fuzz/ccdiff.dict (is the dictionary doing the work?).
+      --baseline DIR: also the harnesses of an earlier build folder (see speed), each run
+      right before this commit's.
   python3 bench/bench_fuzz.py speed [--seconds 20] [--stack S ...] [--baseline DIR] [--no-pin]
       execs/s of each engine on each stack, the engine pinned to one core (--no-pin: not),
       beside two bounds measured in the same run:
@@ -81,10 +83,13 @@ def crash_invariant(plain, env, path: Path) -> str:
     return "none"
 
 
-def time_to_finding(spec: str, engine: str, cap: float) -> dict:
+def time_to_finding(spec: str, engine: str, cap: float, exe: Path | None = None) -> dict:
+    """Seconds until ENGINE on EXE (default: this commit's harness) finds a crash, and the
+    invariant the plain harness confirms on it."""
     target = resolve(spec)
-    exe, plain = harness(target, engine), harness(target, "plain")
-    env = dict(harness_env(target, engine=True), CCDIFF_FUZZ_INVARIANTS="future-recovery-start")
+    exe, plain = exe or harness(target, engine), harness(target, "plain")
+    env = dict(harness_env(target, engine=True), CCDIFF_FUZZ_INVARIANTS="future-recovery-start",
+               LD_LIBRARY_PATH=str(exe.parent))   # an earlier build's harness: see throughput()
     with tempfile.TemporaryDirectory(prefix="ccdiff-ttf-") as tmp:
         work = Path(tmp)
         if engine == "afl":
@@ -208,17 +213,29 @@ SPEED_STACKS = ["quiche@0.26.0", "quiche@0.30.0", "ngtcp2", "picoquic"]
 ENGINES = ["afl", "honggfuzz"]
 
 
-def ttf_rows(specs, engines, runs: int, cap: float, on_row=None) -> list:
+def _median(found: list):
+    times = [r["seconds"] for r in found]
+    return statistics.median(times) if all(t is not None for t in times) else None
+
+
+def ttf_rows(specs, engines, runs: int, cap: float, on_row=None, baseline: Path | None = None) -> list:
     """Per stack and engine: each run's seconds to the first finding, and their median
-    (None if any run hit the cap)."""
+    (None if any run hit the cap); with a baseline build folder, its harness's runs too,
+    each run right before this commit's."""
     rows = []
     for spec in specs:
         for engine in engines:
-            found = [time_to_finding(spec, engine, cap) for _ in range(runs)]
-            times = [r["seconds"] for r in found]
-            median = statistics.median(times) if all(t is not None for t in times) else None
-            rows.append({"stack": spec, "engine": engine, "runs": found, "median_s": median,
+            old = baseline_harness(baseline, spec, engine) if baseline else None
+            found, before = [], []
+            for _ in range(runs):
+                if old:
+                    before.append(time_to_finding(spec, engine, cap, exe=old))
+                found.append(time_to_finding(spec, engine, cap))
+            rows.append({"stack": spec, "engine": engine, "runs": found, "median_s": _median(found),
                          "invariants": sorted({r["invariant"] for r in found})})
+            if old:
+                rows[-1].update(before_runs=before, before_median_s=_median(before),
+                                before_invariants=sorted({r["invariant"] for r in before}))
             if on_row:
                 on_row(rows[-1])
     return rows
@@ -266,7 +283,7 @@ def main() -> int:
     parser.add_argument("--cap", type=float, default=300)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--no-dict", action="store_true", help="without fuzz/ccdiff.dict")
-    parser.add_argument("--baseline", type=Path, help="speed: an earlier build folder to compare with")
+    parser.add_argument("--baseline", type=Path, help="an earlier build folder to compare with (speed, ttf)")
     parser.add_argument("--no-pin", action="store_true", help="speed: do not pin the engine to one core")
     args = parser.parse_args()
     global USE_DICT, PIN
@@ -275,10 +292,15 @@ def main() -> int:
     engines = args.engine or ENGINES
     results = {"mode": args.mode, "cpu": os.cpu_count(), "dictionary": USE_DICT}
     if args.mode == "ttf":
-        print("| stack | engine | runs (s) | median (s) | invariant |\n|---|---|---|---|---|")
-        results["rows"] = ttf_rows(args.stack or TTF_STACKS, engines, args.runs, args.cap, lambda r: print(
-            f"| {r['stack']} | {r['engine']} | {', '.join(str(x['seconds']) for x in r['runs'])} | "
-            f"{r['median_s']} | {', '.join(r['invariants'])} |", flush=True))
+        print("| stack | engine | build | runs (s) | median (s) | invariant |\n|---|---|---|---|---|---|")
+
+        def ttf_line(r):
+            for key, name in (("before_", "baseline"), ("", "this commit")):
+                if key + "runs" in r:
+                    print(f"| {r['stack']} | {r['engine']} | {name} | "
+                          f"{', '.join(str(x['seconds']) for x in r[key + 'runs'])} | {r[key + 'median_s']} | "
+                          f"{', '.join(r[key + 'invariants'])} |", flush=True)
+        results["rows"] = ttf_rows(args.stack or TTF_STACKS, engines, args.runs, args.cap, ttf_line, args.baseline)
     else:
         print(SPEED_HEADER)
         results["pinned"] = PIN

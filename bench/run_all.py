@@ -104,13 +104,18 @@ def run_fuzz(s: dict) -> tuple:
 
 
 def run_ttf(s: dict) -> tuple:
-    results = bench_fuzz.ttf_rows(bench_fuzz.TTF_STACKS, bench_fuzz.ENGINES, s["runs"], s["cap"])
+    results = bench_fuzz.ttf_rows(bench_fuzz.TTF_STACKS, bench_fuzz.ENGINES, s["runs"], s["cap"],
+                                  baseline=s["fuzz_baseline"])
     rows = []
     for r in results:
-        runs = ", ".join("cap" if x["seconds"] is None else f"{x['seconds']:.3f}" for x in r["runs"])
-        median = "not found" if r["median_s"] is None else f"{r['median_s']:.3f} s"
-        rows.append((f"time to first future-recovery-start, {r['engine']} on {r['stack']}, median of {s['runs']}",
-                     f"{median} (runs: {runs})", f"confirmed: {', '.join(r['invariants'])}"))
+        for key, build in (("before_", ", baseline"), ("", "")):
+            if key + "runs" not in r:
+                continue
+            runs = ", ".join("cap" if x["seconds"] is None else f"{x['seconds']:.3f}" for x in r[key + "runs"])
+            median = "not found" if r[key + "median_s"] is None else f"{r[key + 'median_s']:.3f} s"
+            rows.append((f"time to first future-recovery-start, {r['engine']} on {r['stack']}{build}, "
+                         f"median of {s['runs']}", f"{median} (runs: {runs})",
+                         f"confirmed: {', '.join(r[key + 'invariants'])}"))
     return rows, results
 
 
