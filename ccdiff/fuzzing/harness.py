@@ -136,7 +136,10 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
     if target.recipe.language == "rust":
         # Build scripts and proc macros must not carry the sancov callbacks: naming the
         # target triple keeps RUSTFLAGS off host artifacts.
-        crates = RUST_COVERED_CRATES[target.recipe.name]
+        crates = RUST_COVERED_CRATES.get(target.recipe.name)
+        if crates is None:
+            raise SetupError(f"{target.label}: name the crates to instrument (the controller's and "
+                             "ccdiff_adapter) in RUST_COVERED_CRATES, ccdiff/fuzzing/harness.py")
         # cargo does not fingerprint the wrapper's environment: a --cfg naming the covered
         # crates (read by no code) makes a change of the list rebuild every crate.
         knobs.update(RUSTFLAGS=f"--cfg=ccdiff_sancov=\"{crates.replace(' ', ',')}\"",
