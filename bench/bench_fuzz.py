@@ -18,6 +18,8 @@
         controller  the inputs that engine run kept (its queue), through the bare controller
                     loop (fuzz/driver/fz_bench.c: ccd_open, ccd_step over events resolved
                     beforehand, ccd_close; no instrumentation, no engine), inputs/s.
+      --hf-max-file-size N: honggfuzz's --max_file_size (its inputs grow to kilobytes,
+      AFL++'s stay at tens of bytes; e.g. 128 compares the engines on similar inputs).
       --baseline DIR: also runs the harnesses of an earlier build folder (a
       CCDIFF_FUZZ_BUILD_DIR that an earlier commit built; each harness with the adapter
       library beside it), alternating with this commit's, for a before/after ratio.
@@ -51,6 +53,9 @@ AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_NO_AFFINITY": "1",
 
 
 USE_DICT = True
+# honggfuzz grows inputs to kilobytes (hundreds of events each), AFL++ keeps them to tens
+# of bytes: --hf-max-file-size compares the engines on inputs of the same size.
+HF_MAX_FILE_SIZE = None
 
 
 def afl_cmd(exe, out, seconds=None):
@@ -69,6 +74,8 @@ def hf_cmd(exe, work, seconds=None, exit_on_crash=False):
         cmd += ["-w", str(DICT)]
     if seconds:
         cmd += ["--run_time", str(seconds)]
+    if HF_MAX_FILE_SIZE:
+        cmd += ["--max_file_size", str(HF_MAX_FILE_SIZE)]
     if exit_on_crash:
         cmd += ["--exit_upon_crash"]
     return cmd + ["--", str(exe)]
@@ -197,8 +204,10 @@ def controller_bound(spec: str, corpus: Path, seconds: float = 3) -> dict:
     files = sorted(str(f) for f in corpus.iterdir() if f.is_file())
     out = subprocess.run([str(bound_tool(spec)), str(seconds), *files], env=harness_env(resolve(spec)),
                          capture_output=True, text=True, check=True, preexec_fn=_pin if PIN else None).stdout
-    rates = {line.split()[0]: float(line.split()[1]) for line in out.splitlines()}
-    return {"inputs": len(files), "plain_harness": round(rates["harness"]), "controller": round(rates["controller"])}
+    rates = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in out.splitlines()}
+    inputs_s, events_s = rates["controller"]
+    return {"inputs": len(files), "events_per_input": round(events_s / inputs_s, 1),
+            "plain_harness": round(rates["harness"][0]), "controller": round(inputs_s)}
 
 
 def baseline_harness(baseline: Path, spec: str, engine: str) -> Path | None:
@@ -285,8 +294,10 @@ def main() -> int:
     parser.add_argument("--no-dict", action="store_true", help="without fuzz/ccdiff.dict")
     parser.add_argument("--baseline", type=Path, help="an earlier build folder to compare with (speed, ttf)")
     parser.add_argument("--no-pin", action="store_true", help="speed: do not pin the engine to one core")
+    parser.add_argument("--hf-max-file-size", type=int, help="honggfuzz --max_file_size (bytes)")
     args = parser.parse_args()
-    global USE_DICT, PIN
+    global USE_DICT, PIN, HF_MAX_FILE_SIZE
+    HF_MAX_FILE_SIZE = args.hf_max_file_size
     USE_DICT = not args.no_dict
     PIN = not args.no_pin
     engines = args.engine or ENGINES
