@@ -8,8 +8,21 @@
       (AFL_BENCH_UNTIL_CRASH, honggfuzz --exit_upon_crash), and the crash is
       replayed through the plain harness to confirm the invariant.
       --no-dict: without fuzz/ccdiff.dict (is the dictionary doing the work?).
-  python3 bench/bench_fuzz.py speed [--seconds 20] [--stack S ...]
-      execs/s of each engine on each stack (one core, no dictionary changes).
+      --baseline DIR: also the harnesses of an earlier build folder (see speed), each run
+      right before this commit's.
+  python3 bench/bench_fuzz.py speed [--seconds 20] [--stack S ...] [--baseline DIR] [--no-pin]
+      execs/s of each engine on each stack, the engine pinned to one core (--no-pin: not),
+      beside two bounds measured in the same run:
+        floor       the engine around a harness that does nothing (fuzz/driver/fz_empty.c):
+                    the most execs/s its fork server, signals and pipes allow here, now;
+        controller  the inputs that engine run kept (its queue), through the bare controller
+                    loop (fuzz/driver/fz_bench.c: ccd_open, ccd_step over events resolved
+                    beforehand, ccd_close; no instrumentation, no engine), inputs/s.
+      --hf-max-file-size N: honggfuzz's --max_file_size (its inputs grow to kilobytes,
+      AFL++'s stay at tens of bytes; e.g. 128 compares the engines on similar inputs).
+      --baseline DIR: also runs the harnesses of an earlier build folder (a
+      CCDIFF_FUZZ_BUILD_DIR that an earlier commit built; each harness with the adapter
+      library beside it), alternating with this commit's, for a before/after ratio.
 Results go to stdout as a Markdown table and to bench/results/fuzz-<mode>.json.
 """
 from __future__ import annotations
@@ -28,8 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ccdiff.fuzzing.harness import harness, harness_env  # noqa: E402
-from ccdiff.fuzzing.toolchain import honggfuzz_home, program  # noqa: E402
+from ccdiff.fuzzing.harness import DRIVER_SOURCES, harness, harness_env  # noqa: E402
+from ccdiff.fuzzing.toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program  # noqa: E402
+from ccdiff.build import ensure_built  # noqa: E402
 from ccdiff.stacks import resolve  # noqa: E402
 
 SEEDS = ROOT / "fuzz" / "seeds" / "no-loss"
@@ -39,6 +53,9 @@ AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_NO_AFFINITY": "1",
 
 
 USE_DICT = True
+# honggfuzz grows inputs to kilobytes (hundreds of events each), AFL++ keeps them to tens
+# of bytes: --hf-max-file-size compares the engines on inputs of the same size.
+HF_MAX_FILE_SIZE = None
 
 
 def afl_cmd(exe, out, seconds=None):
@@ -57,6 +74,8 @@ def hf_cmd(exe, work, seconds=None, exit_on_crash=False):
         cmd += ["-w", str(DICT)]
     if seconds:
         cmd += ["--run_time", str(seconds)]
+    if HF_MAX_FILE_SIZE:
+        cmd += ["--max_file_size", str(HF_MAX_FILE_SIZE)]
     if exit_on_crash:
         cmd += ["--exit_upon_crash"]
     return cmd + ["--", str(exe)]
@@ -71,10 +90,13 @@ def crash_invariant(plain, env, path: Path) -> str:
     return "none"
 
 
-def time_to_finding(spec: str, engine: str, cap: float) -> dict:
+def time_to_finding(spec: str, engine: str, cap: float, exe: Path | None = None) -> dict:
+    """Seconds until ENGINE on EXE (default: this commit's harness) finds a crash, and the
+    invariant the plain harness confirms on it."""
     target = resolve(spec)
-    exe, plain = harness(target, engine), harness(target, "plain")
-    env = dict(harness_env(target, engine=True), CCDIFF_FUZZ_INVARIANTS="future-recovery-start")
+    exe, plain = exe or harness(target, engine), harness(target, "plain")
+    env = dict(harness_env(target, engine=True), CCDIFF_FUZZ_INVARIANTS="future-recovery-start",
+               LD_LIBRARY_PATH=str(exe.parent))   # an earlier build's harness: see throughput()
     with tempfile.TemporaryDirectory(prefix="ccdiff-ttf-") as tmp:
         work = Path(tmp)
         if engine == "afl":
@@ -105,21 +127,40 @@ def time_to_finding(spec: str, engine: str, cap: float) -> dict:
         return {"seconds": round(found, 3) if found is not None else None, "invariant": invariant}
 
 
-def throughput(spec: str, engine: str, seconds: int) -> float:
+PIN = True
+
+
+def _pin():
+    """One core for the engine and its target (children inherit it): the last one this
+    process may use.  Unpinned, the engine and the target's fork server wake each other
+    across cores on every execution."""
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+
+
+def throughput(spec: str, engine: str, seconds: int, exe: Path | None = None, keep: Path | None = None) -> float:
+    """execs/s of ENGINE on EXE (default: this commit's harness for SPEC); the engine's
+    queue is copied to KEEP."""
     target = resolve(spec)
-    exe = harness(target, engine)
-    env = harness_env(target, engine=True)
+    exe = exe or harness(target, engine)
+    # An earlier build's harness runs with the library beside it (LD_LIBRARY_PATH wins over
+    # its RUNPATH, which names the folder it was built in).
+    env = dict(harness_env(target, engine=True), LD_LIBRARY_PATH=str(exe.parent))
+    pin = _pin if PIN else None
     with tempfile.TemporaryDirectory(prefix="ccdiff-speed-") as tmp:
         work = Path(tmp)
         if engine == "afl":
-            subprocess.run(afl_cmd(exe, work / "out", seconds), env=dict(env, **AFL_ENV),
+            subprocess.run(afl_cmd(exe, work / "out", seconds), env=dict(env, **AFL_ENV), preexec_fn=pin,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            if keep:
+                shutil.copytree(work / "out" / "default" / "queue", keep, ignore=shutil.ignore_patterns(".*"))
             stats = {key.strip(): value.strip() for key, _, value in
                      (line.partition(":") for line in
                       (work / "out" / "default" / "fuzzer_stats").read_text().splitlines())}
             return float(stats["execs_done"]) / max(float(stats["run_time"]), 1)
         out = subprocess.run(hf_cmd(exe, work, seconds), env=env, capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, preexec_fn=pin)
+        if keep:
+            shutil.copytree(work / "corpus", keep)
         for line in (out.stdout + out.stderr).splitlines():
             if line.startswith("Summary iterations:"):
                 fields = dict(f.split(":") for f in line.split()[1:])
@@ -127,35 +168,119 @@ def throughput(spec: str, engine: str, seconds: int) -> float:
         raise RuntimeError(f"honggfuzz printed no summary for {spec}")
 
 
+def _build(cmd: list, exe: Path) -> Path:
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(cmd + ["-o", str(exe)], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"building {exe} failed:\n{out.stderr}")
+    return exe
+
+
+def floor_harness(engine: str) -> Path:
+    """fz_empty.c in the engine's loop (no stack)."""
+    out = fuzz_build_dir() / "tools" / "floor"
+    src = [str(driver_dir() / "fz_empty.c"), "-I", str(include_dir()), "-I", str(driver_dir()), "-O2"]
+    if engine == "afl":
+        return _build([program("afl-clang-fast"), str(driver_dir() / "fz_main.c"), *src], out / "floor-afl")
+    home = honggfuzz_home()
+    return _build([program("clang"), *src, "-Wl,--whole-archive", str(home / "libhfuzz/libhfuzz.a"),
+                   "-Wl,--no-whole-archive", str(home / "libhfcommon/libhfcommon.a"), "-lpthread", "-ldl",
+                   "-lrt"], out / "floor-honggfuzz")
+
+
+def bound_tool(spec: str) -> Path:
+    """fz_bench.c with the driver, linked with the stack's ordinary (uninstrumented) library."""
+    target = resolve(spec)
+    ensure_built(target)
+    lib = target.recipe.library(target.version).parent
+    out = fuzz_build_dir() / "tools" / "bound" / target.recipe.name / target.version / "fz_bench"
+    return _build([program("gcc"), "-O2", "-g", "-std=gnu11", "-I", str(include_dir()),
+                   str(driver_dir() / "fz_bench.c"), *(str(driver_dir() / s) for s in DRIVER_SOURCES),
+                   "-L", str(lib), "-lccdiff_adapter", f"-Wl,-rpath,{lib}", "-lm"], out)
+
+
+def controller_bound(spec: str, corpus: Path, seconds: float = 3) -> dict:
+    """inputs/s of CORPUS through the plain harness and through the bare controller loop."""
+    files = sorted(str(f) for f in corpus.iterdir() if f.is_file())
+    out = subprocess.run([str(bound_tool(spec)), str(seconds), *files], env=harness_env(resolve(spec)),
+                         capture_output=True, text=True, check=True, preexec_fn=_pin if PIN else None).stdout
+    rates = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in out.splitlines()}
+    inputs_s, events_s = rates["controller"]
+    return {"inputs": len(files), "events_per_input": round(events_s / inputs_s, 1),
+            "plain_harness": round(rates["harness"][0]), "controller": round(inputs_s)}
+
+
+def baseline_harness(baseline: Path, spec: str, engine: str) -> Path | None:
+    """The same harness in an earlier build folder (same layout), if it is there."""
+    here = harness(resolve(spec), engine)
+    old = baseline / here.relative_to(fuzz_build_dir())
+    return old if old.exists() else None
+
+
 TTF_STACKS = ["quiche@0.26.0"]
 SPEED_STACKS = ["quiche@0.26.0", "quiche@0.30.0", "ngtcp2", "picoquic"]
 ENGINES = ["afl", "honggfuzz"]
 
 
-def ttf_rows(specs, engines, runs: int, cap: float, on_row=None) -> list:
+def _median(found: list):
+    times = [r["seconds"] for r in found]
+    return statistics.median(times) if all(t is not None for t in times) else None
+
+
+def ttf_rows(specs, engines, runs: int, cap: float, on_row=None, baseline: Path | None = None) -> list:
     """Per stack and engine: each run's seconds to the first finding, and their median
-    (None if any run hit the cap)."""
+    (None if any run hit the cap); with a baseline build folder, its harness's runs too,
+    each run right before this commit's."""
     rows = []
     for spec in specs:
         for engine in engines:
-            found = [time_to_finding(spec, engine, cap) for _ in range(runs)]
-            times = [r["seconds"] for r in found]
-            median = statistics.median(times) if all(t is not None for t in times) else None
-            rows.append({"stack": spec, "engine": engine, "runs": found, "median_s": median,
+            old = baseline_harness(baseline, spec, engine) if baseline else None
+            found, before = [], []
+            for _ in range(runs):
+                if old:
+                    before.append(time_to_finding(spec, engine, cap, exe=old))
+                found.append(time_to_finding(spec, engine, cap))
+            rows.append({"stack": spec, "engine": engine, "runs": found, "median_s": _median(found),
                          "invariants": sorted({r["invariant"] for r in found})})
+            if old:
+                rows[-1].update(before_runs=before, before_median_s=_median(before),
+                                before_invariants=sorted({r["invariant"] for r in before}))
             if on_row:
                 on_row(rows[-1])
     return rows
 
 
-def speed_rows(specs, engines, seconds: int, on_row=None) -> list:
+def speed_rows(specs, engines, seconds: int, on_row=None, baseline: Path | None = None) -> list:
+    """Per stack and engine: execs/s (and the baseline's, run right before it), the engine
+    floor, and the controller-only bound on the queue of this commit's run."""
     rows = []
     for spec in specs:
         for engine in engines:
-            rows.append({"stack": spec, "engine": engine, "execs_per_sec": round(throughput(spec, engine, seconds))})
+            row = {"stack": spec, "engine": engine}
+            old = baseline_harness(baseline, spec, engine) if baseline else None
+            if old:
+                row["before_execs_per_sec"] = round(throughput(spec, engine, seconds, exe=old))
+            with tempfile.TemporaryDirectory(prefix="ccdiff-queue-") as tmp:
+                row["execs_per_sec"] = round(throughput(spec, engine, seconds, keep=Path(tmp) / "q"))
+                row["bound"] = controller_bound(spec, Path(tmp) / "q")
+            row["floor_execs_per_sec"] = round(throughput(spec, engine, seconds, exe=floor_harness(engine)))
+            rows.append(row)
             if on_row:
                 on_row(rows[-1])
     return rows
+
+
+SPEED_HEADER = ("| stack | engine | before | execs/s | after/before | engine floor | plain harness "
+                "| controller bound | execs/s / bound |\n|---|---|---|---|---|---|---|---|---|")
+
+
+def speed_line(r: dict) -> str:
+    before = r.get("before_execs_per_sec")
+    bound = r["bound"]["controller"]
+    ratio = f"{r['execs_per_sec'] / before:.2f}" if before else "-"
+    return (f"| {r['stack']} | {r['engine']} | {before if before else '-'} | {r['execs_per_sec']} | "
+            f"{ratio} | {r['floor_execs_per_sec']} | "
+            f"{r['bound']['plain_harness']} | {bound} | {r['execs_per_sec'] / bound:.3f} |")
 
 
 def main() -> int:
@@ -167,20 +292,31 @@ def main() -> int:
     parser.add_argument("--cap", type=float, default=300)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--no-dict", action="store_true", help="without fuzz/ccdiff.dict")
+    parser.add_argument("--baseline", type=Path, help="an earlier build folder to compare with (speed, ttf)")
+    parser.add_argument("--no-pin", action="store_true", help="speed: do not pin the engine to one core")
+    parser.add_argument("--hf-max-file-size", type=int, help="honggfuzz --max_file_size (bytes)")
     args = parser.parse_args()
-    global USE_DICT
+    global USE_DICT, PIN, HF_MAX_FILE_SIZE
+    HF_MAX_FILE_SIZE = args.hf_max_file_size
     USE_DICT = not args.no_dict
+    PIN = not args.no_pin
     engines = args.engine or ENGINES
     results = {"mode": args.mode, "cpu": os.cpu_count(), "dictionary": USE_DICT}
     if args.mode == "ttf":
-        print("| stack | engine | runs (s) | median (s) | invariant |\n|---|---|---|---|---|")
-        results["rows"] = ttf_rows(args.stack or TTF_STACKS, engines, args.runs, args.cap, lambda r: print(
-            f"| {r['stack']} | {r['engine']} | {', '.join(str(x['seconds']) for x in r['runs'])} | "
-            f"{r['median_s']} | {', '.join(r['invariants'])} |", flush=True))
+        print("| stack | engine | build | runs (s) | median (s) | invariant |\n|---|---|---|---|---|---|")
+
+        def ttf_line(r):
+            for key, name in (("before_", "baseline"), ("", "this commit")):
+                if key + "runs" in r:
+                    print(f"| {r['stack']} | {r['engine']} | {name} | "
+                          f"{', '.join(str(x['seconds']) for x in r[key + 'runs'])} | {r[key + 'median_s']} | "
+                          f"{', '.join(r[key + 'invariants'])} |", flush=True)
+        results["rows"] = ttf_rows(args.stack or TTF_STACKS, engines, args.runs, args.cap, ttf_line, args.baseline)
     else:
-        print("| stack | engine | execs/s |\n|---|---|---|")
-        results["rows"] = speed_rows(args.stack or SPEED_STACKS, engines, args.seconds, lambda r: print(
-            f"| {r['stack']} | {r['engine']} | {r['execs_per_sec']} |", flush=True))
+        print(SPEED_HEADER)
+        results["pinned"] = PIN
+        results["rows"] = speed_rows(args.stack or SPEED_STACKS, engines, args.seconds,
+                                     lambda r: print(speed_line(r), flush=True), args.baseline)
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / f"fuzz-{args.mode}{'' if USE_DICT else '-nodict'}.json").write_text(json.dumps(results, indent=2) + "\n")

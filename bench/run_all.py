@@ -7,7 +7,9 @@ Parts (each the function of its own script, imported, not copied):
              invariant, on one 1 M-event stream (goal: alone >= 300,000/s)
   adapters   bench_adapters.measure: each adapter's events/s vs its bare
              controller (goal: bare/adapter <= 2)
-  fuzz       bench_fuzz.speed_rows: execs/s per engine (AFL++, honggfuzz) and stack
+  fuzz       bench_fuzz.speed_rows: execs/s per engine (AFL++, honggfuzz) and stack, beside
+             the engine floor and the controller-only bound of the same inputs
+             (--fuzz-baseline DIR: and an earlier build's harnesses, before/after)
   ttf        bench_fuzz.ttf_rows: time to the first future-recovery-start on
              quiche@0.26.0 per engine, median of --runs
   conform    bench_conform.measure: wall time of `ccdiff conform --scenarios
@@ -88,20 +90,32 @@ def run_adapters(s: dict) -> tuple:
 
 
 def run_fuzz(s: dict) -> tuple:
-    results = bench_fuzz.speed_rows(s["fuzz_stacks"], bench_fuzz.ENGINES, s["fuzz_seconds"])
-    rows = [(f"fuzz execs/s, {r['engine']} on {r['stack']} ({s['fuzz_seconds']} s, one core)",
-             f"{r['execs_per_sec']:,} execs/s", "") for r in results]
+    results = bench_fuzz.speed_rows(s["fuzz_stacks"], bench_fuzz.ENGINES, s["fuzz_seconds"],
+                                    baseline=s["fuzz_baseline"])
+    rows = []
+    for r in results:
+        before = r.get("before_execs_per_sec")
+        ratio = f"{r['execs_per_sec'] / before:.2f}x the baseline's {before:,}; " if before else ""
+        rows.append((f"fuzz execs/s, {r['engine']} on {r['stack']} ({s['fuzz_seconds']} s, one pinned core)",
+                     f"{r['execs_per_sec']:,} execs/s",
+                     f"{ratio}{r['execs_per_sec'] / r['bound']['controller']:.3f} of the controller-only "
+                     f"bound ({r['bound']['controller']:,} inputs/s); engine floor {r['floor_execs_per_sec']:,}"))
     return rows, results
 
 
 def run_ttf(s: dict) -> tuple:
-    results = bench_fuzz.ttf_rows(bench_fuzz.TTF_STACKS, bench_fuzz.ENGINES, s["runs"], s["cap"])
+    results = bench_fuzz.ttf_rows(bench_fuzz.TTF_STACKS, bench_fuzz.ENGINES, s["runs"], s["cap"],
+                                  baseline=s["fuzz_baseline"])
     rows = []
     for r in results:
-        runs = ", ".join("cap" if x["seconds"] is None else f"{x['seconds']:.3f}" for x in r["runs"])
-        median = "not found" if r["median_s"] is None else f"{r['median_s']:.3f} s"
-        rows.append((f"time to first future-recovery-start, {r['engine']} on {r['stack']}, median of {s['runs']}",
-                     f"{median} (runs: {runs})", f"confirmed: {', '.join(r['invariants'])}"))
+        for key, build in (("before_", ", baseline"), ("", "")):
+            if key + "runs" not in r:
+                continue
+            runs = ", ".join("cap" if x["seconds"] is None else f"{x['seconds']:.3f}" for x in r[key + "runs"])
+            median = "not found" if r[key + "median_s"] is None else f"{r[key + 'median_s']:.3f} s"
+            rows.append((f"time to first future-recovery-start, {r['engine']} on {r['stack']}{build}, "
+                         f"median of {s['runs']}", f"{median} (runs: {runs})",
+                         f"confirmed: {', '.join(r[key + 'invariants'])}"))
     return rows, results
 
 
@@ -169,10 +183,12 @@ def main() -> int:
     parser.add_argument("--cap", type=float, default=300, help="give up a time-to-finding run after S seconds")
     parser.add_argument("--fuzz-seconds", type=int, default=20, help="seconds per engine and stack for execs/s")
     parser.add_argument("--seeds", type=int, default=100, help="seeds of the death-spiral conformance")
+    parser.add_argument("--fuzz-baseline", type=Path, help="fuzz: an earlier CCDIFF_FUZZ_BUILD_DIR to compare "
+                        "with (bench_fuzz.py speed --baseline)")
     parser.add_argument("--only", action="append", choices=PARTS, help="run only these parts")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="where the .md and .json go")
     args = parser.parse_args()
-    s = settings(args)
+    s = dict(settings(args), fuzz_baseline=args.fuzz_baseline)
     started = time.perf_counter()
     now = datetime.datetime.now(datetime.timezone.utc)
     doc = {"date": now.strftime("%Y-%m-%d %H:%M UTC"), "quick": args.quick,

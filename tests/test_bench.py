@@ -29,6 +29,9 @@ def test_run_all_quick_measures_every_part_in_one_table(tmp_path):
     assert {(r["engine"], r["stack"]) for r in parts["fuzz"]} == {("afl", "quiche@0.26.0"),
                                                                   ("honggfuzz", "quiche@0.26.0")}
     assert all(r["execs_per_sec"] > 0 for r in parts["fuzz"])
+    for row in parts["fuzz"]:            # the bounds beside it were measured, on the run's own queue
+        assert row["floor_execs_per_sec"] > 0 and row["bound"]["inputs"] >= 5, row
+        assert row["bound"]["controller"] > 0 and row["bound"]["plain_harness"] > 0, row
     for row in parts["ttf"]:             # each engine found the death spiral's root cause
         assert row["median_s"] is not None and row["invariants"] == ["future-recovery-start"], row
     conform = parts["conform"]

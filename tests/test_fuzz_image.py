@@ -58,12 +58,14 @@ def test_prebuilt_harness_is_used_without_building(tmp_path, monkeypatch):
     out = tmp_path / "quiche" / "0.26.0" / "sancov"
     out.mkdir(parents=True)
     (out / "libccdiff_adapter.so").write_text("prebuilt")
-    knobs = {"CCDIFF_SANITIZE": "0", "RUSTFLAGS": harness_module.RUST_SANCOV,
+    knobs = {"CCDIFF_SANITIZE": "0", "RUSTFLAGS": '--cfg=ccdiff_sancov="quiche,ccdiff_adapter"',
+             "CCDIFF_SANCOV_RUSTFLAGS": harness_module.RUST_SANCOV, "CCDIFF_SANCOV_CRATES": "quiche ccdiff_adapter",
              "CARGO_BUILD_TARGET": "x86_64-unknown-linux-gnu", "recipe": recipe_digest(target.recipe)}
     (out / "build-knobs.json").write_text(json.dumps(knobs, sort_keys=True))
     driver = harness_module.driver_dir()
     sources = [driver / s for s in harness_module.DRIVER_SOURCES] + [driver / "fz_main.c"]
-    stamp = {"library": str(out / "libccdiff_adapter.so"), "sources": {s.name: s.stat().st_mtime_ns for s in sources}}
+    stamp = {"library": str(out / "libccdiff_adapter.so"), "sources": {s.name: s.stat().st_mtime_ns for s in sources},
+             "recipe": harness_module.HARNESS_RECIPE}
     (out / "harness-afl").write_text("prebuilt")
     (out / "harness-afl.json").write_text(json.dumps(stamp))
     (tmp_path / ".lock").write_text("")

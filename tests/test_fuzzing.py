@@ -84,6 +84,28 @@ def test_quiche_harness_aborts_on_stored_reproducer(engine):
         assert clean.returncode == 0, (seed, clean.stderr)
 
 
+def _calls_guard(path: Path) -> bool:
+    """PATH (an object or archive) is coverage-instrumented: it registers sancov guards (the
+    sancov pass, and AFL++'s PCGUARD pass, which also bumps __afl_area_ptr inline)."""
+    symbols = subprocess.run(["nm", "-u", str(path)], capture_output=True, text=True, check=True).stdout.split()
+    return "__sanitizer_cov_trace_pc_guard_init" in symbols or "__afl_area_ptr" in symbols
+
+
+def test_instrumentation_covers_the_stack_not_the_driver_or_dependencies():
+    """Coverage is the controller's: quiche's crate and the adapter carry the sancov pass,
+    its dependencies (libm, smallvec) do not, and the harness's own driver objects
+    (decoder, ledger, checks) are plain."""
+    exe = harness(resolve(QUICHE), "afl")
+    deps = exe.parent / "target" / "x86_64-unknown-linux-gnu" / "release" / "deps"
+    newest = lambda pattern: max(deps.glob(pattern), key=lambda f: f.stat().st_mtime_ns)  # noqa: E731
+    assert _calls_guard(deps / "libquiche.rlib")
+    assert not _calls_guard(newest("liblibm-*.rlib")) and not _calls_guard(newest("libsmallvec-*.rlib"))
+    for engine in ("afl", "honggfuzz"):
+        objects = sorted((harness(resolve("ngtcp2"), engine).parent / f"harness-{engine}-driver").glob("*.o"))
+        assert [o.name for o in objects] == ["fz_check.o", "fz_decode.o", "fz_harness.o", "fz_ledger.o"]
+        assert not any(_calls_guard(o) for o in objects)
+
+
 def test_in_process_check_agrees_with_python_replay():
     """The reproducer's violation is the one the Python replay reports, at the same event."""
     trace = decode(REPRODUCER.read_bytes())

@@ -2,14 +2,19 @@
 
 Engines and how the adapter is instrumented:
   afl        C stacks: their build.sh with CC=afl-clang-fast (AFL++'s PCGUARD pass);
-             quiche: cargo with RUSTFLAGS running LLVM's sancov-module pass
-             (trace-pc-guard + trace-compares), whose callbacks AFL++'s runtime
-             (afl-compiler-rt, linked into the harness) implements.
+             Rust stacks: cargo running LLVM's sancov-module pass (trace-pc-guard +
+             trace-compares) on the stack's own crate and the adapter only
+             (RUST_COVERED_CRATES, through sancov_rustc.sh), whose callbacks AFL++'s
+             runtime (afl-compiler-rt, linked into the harness) implements.
   honggfuzz  C stacks: clang -fsanitize-coverage=trace-pc-guard,trace-cmp; quiche:
              the same sancov build as for AFL++ (libhfuzz implements the same
              callbacks).  The harness links libhfuzz, whose main() runs
              LLVMFuzzerTestOneInput in persistent mode.
   plain      gcc, the stack's ordinary library: replays files (tests, CI, triage).
+The driver (fz_harness.c and the decoder, ledger and checks it calls) is never
+instrumented: its edges are not the stack's, and under an engine each one cost a
+counter update (and each comparison a callback) per event of every input.  Only
+fz_main.c, which holds AFL++'s persistent loop, goes through afl-clang-fast.
 sanitize=True adds ASan + UBSan to a C stack's adapter and the harness.
 Each build lands in fuzz_build_dir()/<stack>/<version>/<variant>/ and is reused.
 """
@@ -28,10 +33,18 @@ from ..stacks import LIBRARY_NAME, Target
 from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
 
 DRIVER_SOURCES = ("fz_harness.c", "fz_check.c", "fz_decode.c", "fz_ledger.c")
+# Part of a harness's stamp: a harness built by an earlier recipe (an instrumented
+# driver) is rebuilt.
+HARNESS_RECIPE = 2
 SANCOV = "-fsanitize-coverage=trace-pc-guard,trace-cmp"
 RUST_SANCOV = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=3 "
                "-C llvm-args=-sanitizer-coverage-trace-pc-guard "
                "-C llvm-args=-sanitizer-coverage-trace-compares")
+# The crates the sancov pass instruments, per Rust stack: the one holding the controller
+# and the adapter (lib name ccdiff_adapter).  Their dependencies (libm, smallvec, slab, ...)
+# are not the controller; instrumented, they cost a callback per edge on every execution.
+RUST_COVERED_CRATES = {"quiche": "quiche ccdiff_adapter", "quinn": "quinn_proto ccdiff_adapter",
+                       "s2n-quic": "s2n_quic_core ccdiff_adapter"}
 # UBSan reports and carries on by default; a fuzzer only sees a crash.
 ASAN = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 NO_RECOVER = "-fno-sanitize-recover=undefined"
@@ -123,7 +136,15 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
     if target.recipe.language == "rust":
         # Build scripts and proc macros must not carry the sancov callbacks: naming the
         # target triple keeps RUSTFLAGS off host artifacts.
-        knobs.update(RUSTFLAGS=RUST_SANCOV, CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
+        crates = RUST_COVERED_CRATES.get(target.recipe.name)
+        if crates is None:
+            raise SetupError(f"{target.label}: name the crates to instrument (the controller's and "
+                             "ccdiff_adapter) in RUST_COVERED_CRATES, ccdiff/fuzzing/harness.py")
+        # cargo does not fingerprint the wrapper's environment: a --cfg naming the covered
+        # crates (read by no code) makes a change of the list rebuild every crate.
+        knobs.update(RUSTFLAGS=f"--cfg=ccdiff_sancov=\"{crates.replace(' ', ',')}\"",
+                     CCDIFF_SANCOV_RUSTFLAGS=RUST_SANCOV, CCDIFF_SANCOV_CRATES=crates,
+                     CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
     else:
         extra = [SANCOV] if engine == "honggfuzz" else []
         if sanitize:  # build.sh adds -fsanitize=address,undefined itself
@@ -143,6 +164,8 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
         return library
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version, **knobs)
+    if target.recipe.language == "rust":   # not a knob: where ccdiff is installed is no part of the build
+        env["RUSTC_WRAPPER"] = str(Path(__file__).with_name("sancov_rustc.sh"))
     log = out / "build.log"
     log.write_text("")
     _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
@@ -171,7 +194,8 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
         fuzz_build_dir() / target.recipe.name / target.version / "plain" / name
     info = exe.with_suffix(".json")
     sources = [driver_dir() / s for s in DRIVER_SOURCES] + [driver_dir() / "fz_main.c"]
-    stamp = {"library": str(library), "sources": {s.name: s.stat().st_mtime_ns for s in sources}}
+    stamp = {"library": str(library), "sources": {s.name: s.stat().st_mtime_ns for s in sources},
+             "recipe": HARNESS_RECIPE}
     if exe.exists() and info.exists() and json.loads(info.read_text()) == stamp:
         return exe
     exe.parent.mkdir(parents=True, exist_ok=True)
@@ -180,18 +204,26 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
         flags += ASAN.split()
     link = ["-L", str(library.parent), "-lccdiff_adapter", f"-Wl,-rpath,{library.parent}", "-lm"]
     srcs = [str(driver_dir() / s) for s in DRIVER_SOURCES]
+    log = exe.with_suffix(".log")
+    log.write_text("")
+    if engine != "plain":
+        # The driver as plain objects (see the module docstring), linked below.
+        objects = exe.parent / f"{exe.name}-driver"
+        objects.mkdir(exist_ok=True)
+        plain_srcs, srcs = srcs, [str(objects / (Path(s).stem + ".o")) for s in srcs]
+        for src, obj in zip(plain_srcs, srcs):
+            _run([program("clang"), *flags, "-c", "-o", obj, src], dict(os.environ), log,
+                 f"the {engine} harness for {target.label}")
     if engine == "afl":
         cmd = [program("afl-clang-fast"), *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link]
     elif engine == "honggfuzz":
         home = honggfuzz_home()
-        cmd = [program("clang"), *flags, SANCOV, "-o", str(exe), *srcs,
+        cmd = [program("clang"), *flags, "-o", str(exe), *srcs,
                "-Wl,--whole-archive", str(home / "libhfuzz/libhfuzz.a"), "-Wl,--no-whole-archive",
                str(home / "libhfcommon/libhfcommon.a"), *link, "-lpthread", "-ldl", "-lrt"]
     else:
         cc = program("clang") if sanitize else program("gcc")
         cmd = [cc, *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link]
-    log = exe.with_suffix(".log")
-    log.write_text("")
     _run(cmd, dict(os.environ), log, f"the {engine} harness for {target.label}")
     info.write_text(json.dumps(stamp))
     return exe
