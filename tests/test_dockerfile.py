@@ -45,6 +45,22 @@ def test_every_partial_copy_of_ccdiff_is_self_contained():
             assert not missing, f"docker/Dockerfile copies ccdiff/{module}.py to {root} without {sorted(missing)}"
 
 
+def test_every_file_a_partial_copy_reads_beside_its_modules_is_copied_too():
+    """A module that reads a file next to itself (Path(__file__).with_name("X"): harness.py's
+    RUSTC_WRAPPER script) needs X in the same COPY: the fuzzer image once failed deep in
+    `docker build` without ccdiff/fuzzing/sancov_rustc.sh."""
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    for root, modules in copied_sets().items():
+        copied = {source for line in dockerfile.splitlines()
+                  if line.startswith("COPY") and line.split()[-1].startswith(f"{root}/ccdiff/")
+                  for source in line.split()[1:-1]}
+        for module in sorted(modules):
+            path = ROOT / "ccdiff" / (module.replace(".", "/") + ".py")
+            for name in re.findall(r'Path\(__file__\)\.with_name\("([^"]+)"\)', path.read_text()):
+                beside = str(path.relative_to(ROOT).with_name(name))
+                assert beside in copied, f"docker/Dockerfile copies {path.relative_to(ROOT)} to {root} without {beside}"
+
+
 def _dockerignored(path: str) -> bool:
     """Whether .dockerignore keeps `path` (relative to the repository) out of the build context;
     its patterns are plain names and globs, each applied to a path and its parents."""

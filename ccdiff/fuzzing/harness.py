@@ -165,7 +165,12 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CCDIFF_INCLUDE=str(include_dir()), CCDIFF_STACK_VERSION=target.version, **knobs)
     if target.recipe.language == "rust":   # not a knob: where ccdiff is installed is no part of the build
-        env["RUSTC_WRAPPER"] = str(Path(__file__).with_name("sancov_rustc.sh"))
+        # A copy in the build folder, made executable: an installed package's data files may
+        # have lost the mode bit (setuptools copies package data without it).
+        wrapper = out / "sancov_rustc.sh"
+        wrapper.write_text(Path(__file__).with_name("sancov_rustc.sh").read_text())
+        wrapper.chmod(0o755)
+        env["RUSTC_WRAPPER"] = str(wrapper)
     log = out / "build.log"
     log.write_text("")
     _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
