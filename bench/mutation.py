@@ -78,6 +78,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from planted_bugs import REPLAY, Failed, ccdiff, judge, pristine_tree  # noqa: E402
 
+from ccdiff.baseline import split_by_baseline  # noqa: E402
+
 # The controller file(s) of each C stack, inside the stack's source tree.
 STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",)}
 CONFORM_SCENARIOS = ("death-spiral", "idle-restart", "tail-loss", "persistent-congestion", "shallow-buffer")
@@ -385,24 +387,28 @@ def run_conform(spec: str, seeds: int, out: Path, build_dir: Path | None, timeou
 
 def judge_conform(pristine: dict, mutant: dict) -> dict:
     """New violations split into kills (the invariant is on no pristine seed of that
-    scenario) and reshuffles (it is on some: a changed trajectory moved it)."""
-    by_scenario = {}
-    for key, case in pristine.items():
-        fam, scenario, _ = key.split("|")
-        by_scenario.setdefault((fam, scenario), set()).update(case["violations"])
+    scenario) and reshuffles (it is on some: a changed trajectory moved it): ccdiff/baseline.py's
+    rule, the one `conform --against` applies, on the seeds both runs have."""
+    def by_seed(cases: dict) -> dict:
+        out = {}
+        for key, case in cases.items():
+            fam, scenario, seed = key.split("|")
+            out[((fam, scenario), int(seed))] = set(case["violations"])
+        return out
     killed, reshuffled, errors, differs = {}, {}, [], []
     for key, case in sorted(mutant.items()):
         base = pristine.get(key)
         if base is None:
             continue
-        fam, scenario, seed = key.split("|")
         if case["status"] == "error" and base["status"] != "error":
             errors.append(key)
         if case["metrics"] != base["metrics"] or case["status"] != base["status"]:
             differs.append(key)
-        for inv in sorted(set(case["violations"]) - set(base["violations"])):
-            bucket = reshuffled if inv in by_scenario[(fam, scenario)] else killed
-            bucket.setdefault(f"{fam}|{scenario}|{inv}", []).append(int(seed))
+    # Only the cases both runs have are judged, as before the rule moved to ccdiff/baseline.py.
+    new, moved = split_by_baseline(by_seed({k: c for k, c in mutant.items() if k in pristine}), by_seed(pristine))
+    for bucket, found in ((killed, new), (reshuffled, moved)):
+        for (fam, scenario), seed, inv in found:
+            bucket.setdefault(f"{fam}|{scenario}|{inv}", []).append(seed)
     return {"killed": killed, "reshuffled": reshuffled, "errors": errors, "differs": differs}
 
 

@@ -67,33 +67,39 @@ def new_in_matrix(matrix: dict, compared: list) -> dict:
     return out
 
 
+def split_by_baseline(candidate: dict, baseline: dict) -> tuple[list, list]:
+    """The closed-loop rule, on {(scenario, seed): set of violated invariants} of each build:
+    (new, reshuffled), each a sorted list of (scenario, seed, invariant) the candidate has and
+    the baseline does not have on that seed -- new when the baseline has the invariant on no
+    seed of the scenario, reshuffled when it has it on another.  `scenario` is any group key
+    (bench/mutation.py groups by controller family and scenario)."""
+    on_any: dict = {}
+    for (scenario, _), invariants in baseline.items():
+        on_any.setdefault(scenario, set()).update(invariants)
+    new, reshuffled = [], []
+    for (scenario, seed), invariants in sorted(candidate.items()):
+        for inv in sorted(invariants - baseline.get((scenario, seed), set())):
+            (reshuffled if inv in on_any.get(scenario, ()) else new).append((scenario, seed, inv))
+    return new, reshuffled
+
+
 def new_in_conform(cases: list, compared: list) -> dict:
     """{candidate: {"baseline", "new": [...], "reshuffled": [...]}}, each item
     {scenario, seed, invariant, detail}, sorted."""
     out = {}
     for candidate, baseline in compared:
-        seen_any, seen_seed = set(), set()
+        runs: dict = {candidate: {}, baseline: {}}
+        details = {}
         for case in cases:
-            if case["stack"] == baseline:
-                for inv in _violations(case.get("findings", [])):
-                    seen_any.add((case["scenario"], inv))
-                    seen_seed.add((case["scenario"], case["seed"], inv))
-        new, reshuffled = [], []
-        for case in cases:
-            if case["stack"] != candidate:
-                continue
-            for f in case.get("findings", []):
-                if f["status"] != "violation":
-                    continue
-                item = {"scenario": case["scenario"], "seed": case["seed"], "invariant": f["invariant"],
-                        "detail": f.get("detail", "")}
-                if (case["scenario"], f["invariant"]) not in seen_any:
-                    new.append(item)
-                elif (case["scenario"], case["seed"], f["invariant"]) not in seen_seed:
-                    reshuffled.append(item)
-        key = lambda i: (i["scenario"], i["seed"], i["invariant"])   # noqa: E731
-        out[candidate] = {"baseline": baseline, "new": sorted(new, key=key),
-                          "reshuffled": sorted(reshuffled, key=key)}
+            if case["stack"] in runs:
+                runs[case["stack"]][(case["scenario"], case["seed"])] = _violations(case.get("findings", []))
+            if case["stack"] == candidate:
+                details.update({(case["scenario"], case["seed"], f["invariant"]): f.get("detail", "")
+                                for f in case.get("findings", []) if f["status"] == "violation"})
+        new, reshuffled = split_by_baseline(runs[candidate], runs[baseline])
+        as_items = lambda keys: [{"scenario": k[0], "seed": k[1], "invariant": k[2], "detail": details[k]}  # noqa: E731
+                                 for k in keys]
+        out[candidate] = {"baseline": baseline, "new": as_items(new), "reshuffled": as_items(reshuffled)}
     return out
 
 

@@ -99,7 +99,8 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
     """One rule for replay, matrix, conform and the reports.  A trajectory divergence that
     follows a known bug's findings (profiles.judge) is that bug's footprint: same status.
     checked: the profile's `[upstream]` record; without one, "new" is "unchecked"."""
-    covered = {invariant} | (set(followed(detail)) if invariant == "trajectory-divergence" else set())
+    follows = followed(detail) if invariant == "trajectory-divergence" else []
+    covered = {invariant} | set(follows)
     if finding_status == "deviation":
         return Status("deviation", DEVIATION)
     if reachability == "lenient":
@@ -110,10 +111,10 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
                 return Status("fixed", f"fixed upstream in {entry['fixed_in']}",
                               entry.get("fixed_url") or entry["url"], entry["id"])
             return Status("known", KNOWN, entry["url"], entry["id"])
-    if invariant == "trajectory-divergence" and followed(detail):
+    if follows:
         # The footprint of the violations it follows (profiles.judge): their report shows it;
         # a report of its own would file one bug twice, with no RFC text of its own.
-        return Status("consequence", CONSEQUENCE.format(", ".join(followed(detail))))
+        return Status("consequence", CONSEQUENCE.format(", ".join(follows)))
     if not checked:
         return Status("unchecked", UNCHECKED)
     return Status("new", NEW)

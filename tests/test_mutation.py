@@ -125,3 +125,16 @@ def test_a_real_ngtcp2_mutant_is_killed_and_the_control_is_identical(campaign, t
     for column in ("before", "after"):
         assert control[column]["verdict"] == "survived-identical", control
         assert control[column]["replay_differs"] == [] and control[column]["conform_differs"] == 0
+
+
+def test_conform_kills_use_the_against_rule():
+    """A new violation is a kill only where the pristine build has it on no seed of that scenario;
+    on another seed it is reshuffled; a case the pristine run lacks is not judged."""
+    def case(*violations):
+        return {"status": "fail" if violations else "pass", "violations": list(violations), "metrics": "m"}
+    pristine = {"cubic|s|0": case("a"), "cubic|s|1": case(), "cubic|t|0": case()}
+    mutant = {"cubic|s|0": case(), "cubic|s|1": case("a", "b"), "cubic|t|0": case("c"), "cubic|u|0": case("d")}
+    judged = mutation.judge_conform(pristine, mutant)
+    assert judged["killed"] == {"cubic|s|b": [1], "cubic|t|c": [0]}
+    assert judged["reshuffled"] == {"cubic|s|a": [1]}
+    assert judged["differs"] == ["cubic|s|0", "cubic|s|1", "cubic|t|0"]
