@@ -98,6 +98,14 @@ def test_numeric_error():
     assert "numeric-error" in check(lossy_flow(), lambda i, ev, b, s: with_cwnd(s, 0) if i == 5 else None)
 
 
+def test_a_finite_negative_k_is_eq_2s_value_not_a_numeric_error():
+    """RFC 9438 §4.2 eq. 2, K = cbrt((W_max - cwnd_epoch) / C), is negative when the stage
+    starts above W_max (aioquic's signed cube root): only a non-finite or absurd K is an error."""
+    assert "numeric-error" not in check(lossy_flow(), lambda i, ev, b, s: s._replace(k_us=-7.75e6) if i == 40 else None)
+    assert "numeric-error" in check(lossy_flow(), lambda i, ev, b, s: s._replace(k_us=-1e30) if i == 40 else None)
+    assert "numeric-error" in check(lossy_flow(), lambda i, ev, b, s: s._replace(k_us=-math.inf) if i == 40 else None)
+
+
 def test_cwnd_below_minimum():
     assert "cwnd-below-minimum" in check(lossy_flow(), lambda i, ev, b, s: with_cwnd(s, 2 * MDS - 1) if i == 50 else None)
 

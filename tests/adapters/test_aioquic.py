@@ -487,3 +487,19 @@ def test_stacks_lists_aioquic_and_its_reno_alias_built():
     for name in (SPEC, RENO):
         row = rows[(name, "1.7.2")]
         assert row["built"] and not row["stale"] and row["default"], row
+
+
+def test_the_idle_restart_example_is_no_idle_inflation_where_aioquic_restarts():
+    """After the example's 8 s idle aioquic resets to its initial window in slow start (its
+    rule for idles of 2 s or more): W_cubic(t) is not in play, so idle-inflation must not
+    measure slow start's growth from the old window (ccdiff/invariants.py track_idle_growth).
+    ngtcp2 on the same trace keeps its window and is still flagged."""
+    from ccdiff.trace import load_trace
+    from ccdiff.paths import project_root
+    trace = load_trace(str(project_root() / "examples" / "idle-restart.jsonl"))
+    ensure_built("ngtcp2")
+    result = replay(trace, [SPEC, "ngtcp2"])
+    assert any(s.phase == "slow_start" and s.ssthresh is None for s in result.runs[SPEC].snapshots[-1500:])
+    found = {(f.stack.split("@")[0], f.invariant) for f in result.findings if f.status == "violation"}
+    assert ("aioquic", "idle-inflation") not in found
+    assert ("ngtcp2", "idle-inflation") in found
