@@ -329,7 +329,9 @@ def _print_waivers(args) -> int:
     for recipe in load_recipes().values():
         profile = load_profile(recipe)
         data.append({"stack": recipe.name, "checked": profile.checked_waivers(),
-                     "wholesale": profile.wholesale_waivers()})
+                     "wholesale": profile.wholesale_waivers(), "dynamic": profile.dynamic_waivers(),
+                     "variants": profile.variants(),
+                     "references": {family: profile.reference(family) for family in ("cubic", "reno")}})
     if args.json:
         print(json.dumps(data, indent=2))
         return EXIT_OK
@@ -342,7 +344,21 @@ def _print_waivers(args) -> int:
                             "(profile.toml `tolerates`)", title_justify="left")
     for name in ("stack", "invariant", "deviation", "why no mechanism checks it"):
         wholesale.add_column(name, overflow="fold")
+    variants = Table(title="deviations the oracle reproduces: the stack's trajectory is compared with "
+                           "this oracle (profile.toml `variant`)", title_justify="left")
+    for name in ("stack", "deviation", "oracle options", "reference (CUBIC; Reno)"):
+        variants.add_column(name, overflow="fold")
+    dynamic = Table(title="dynamic waivers: a trajectory divergence is excused only when the trigger "
+                          "occurred at or before it (profile.toml `observed`)", title_justify="left")
+    for name in ("stack", "deviation", "trigger", "meaning"):
+        dynamic.add_column(name, overflow="fold")
     for entry in data:
+        refs = entry["references"]
+        for row in entry["variants"]:
+            variants.add_row(entry["stack"], row["deviation"], f"{row['options']} ({row['family']})",
+                             f"{refs['cubic']}; {refs['reno']}")
+        for row in entry["dynamic"]:
+            dynamic.add_row(entry["stack"], row["deviation"], row["trigger"], row["meaning"])
         for row in entry["checked"]:
             checked.add_row(entry["stack"], row["invariant"], row["deviation"],
                             f"{row['mechanism']} ({row['rule']})")
@@ -351,7 +367,9 @@ def _print_waivers(args) -> int:
             grouped.setdefault((row["invariant"], row["reason"]), []).append(row["deviation"])
         for (invariant, reason), deviations in grouped.items():
             wholesale.add_row(entry["stack"], invariant, ", ".join(deviations), reason)
+    console.print(variants)
     console.print(checked)
+    console.print(dynamic)
     console.print(wholesale)
     return EXIT_OK
 

@@ -170,9 +170,13 @@ CATALOG = {inv.id: inv for inv in [
               "stack stops at this event.", False, "harness"),
     Invariant("trajectory-divergence", "Window trajectory leaves the oracle's envelope",
               "RFC 9438 (differential)", "",
-              "The stack's window differs from the RFC 9438 reference by more than its profile's "
-              "tolerance for a sustained stretch. The stack's documented deviations are listed as "
-              "possible explanations.", True, "differential"),
+              "The stack's window differs from its reference -- the RFC 9438 oracle configured with the "
+              "variants of the stack's profile, its documented deviations made executable -- by more "
+              "than the profile's tolerance for a sustained stretch of ACKs, in replay and in closed "
+              "loop (there on the run's own events). A deviation the oracle cannot run yet excuses it "
+              "only when its trigger (a loss, a spurious loss, an app-limited send, ...) occurred at "
+              "or before the divergence began; after an earlier violation it is that violation's "
+              "consequence.", True, "differential"),
 ]}
 
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
@@ -331,6 +335,7 @@ class Checker:
         self.mechanisms = mechanisms or {}
         self.observers = list({id(m): m for pairs in self.mechanisms.values() for _, m in pairs}.values())
         self.explained: dict[str, Finding] = {}
+        self.first_explained: dict[str, int] = {}   # deviation id -> its mechanism's first occurrence
         self.mds = max_datagram_size
         self.min_window = 2 * max_datagram_size                  # RFC 9002 §7.2
         self.floor = max(min_window_datagrams, 2) * max_datagram_size  # the stack's own floor
@@ -363,6 +368,8 @@ class Checker:
             explained_by = tuple(dev for dev, mechanism in pairs if mechanism.explains(occ))
             if explained_by:
                 findings = self.explained
+                for dev in explained_by:
+                    self.first_explained.setdefault(dev, index)
         found = findings.get(invariant)
         if found is None:
             findings[invariant] = Finding(self.stack, invariant, index, t, detail, explained_by=explained_by,

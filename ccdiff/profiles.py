@@ -11,6 +11,17 @@ purpose, with code references.  A deviation excuses findings in one of two ways:
   (a whole-invariant waiver; `why_wholesale` says why no mechanism expresses it,
   `ccdiff stacks --waivers` lists them all).
 
+trajectory-divergence, the differential against the oracle, is handled apart:
+
+- `variant = {option = "value"}`: the deviation is executable -- an oracle option
+  (oracle/base.py, oracle/cubic.py) that reproduces it.  The stack's trajectory is
+  compared with the oracle configured with every variant of its profile
+  (Profile.reference), so the deviation needs no excuse;
+- `observed = TRIGGER` (ccdiff/triggers.py): the deviation excuses a divergence only
+  when its trigger occurred in that run at or before the divergence began (a dynamic
+  waiver).  A deviation that tolerates trajectory-divergence without `observed` waives
+  it wholesale, with its reason in the waiver list.
+
 Neither applies to an RFC MUST (Invariant.waivable is False), which no profile can
 waive.
 """
@@ -23,6 +34,16 @@ from .errors import SetupError
 from .invariants import CATALOG
 from .mechanisms import MECHANISMS
 from .status import validate_known, validate_upstream
+from .stacks import oracle_option_values
+from .triggers import TRIGGERS
+
+# The oracle options a deviation's `variant` may set, per family of the oracle it varies
+# (ccdiff/stacks.py parses the same options from a spec); idle, fast_convergence and undo
+# are the oracle's own mutants, not variants.
+VARIANT_KEYS = ("ecn", "app_limited", "growth", "recovery", "epoch", "reno_friendly")
+VARIANT_OPTIONS = {family: {k: v for k, v in oracle_option_values(family == "cubic").items() if k in VARIANT_KEYS}
+                   for family in ("cubic", "reno")}
+REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
 
 
 # Why trajectory-divergence stays waived wholesale for every deviation that names it: the
@@ -50,6 +71,35 @@ class Profile:
         if not CATALOG[invariant].waivable:
             return []
         return [d for d in self.deviations if invariant in d.get("tolerates", [])]
+
+    def reference(self, family: str) -> str:
+        """The oracle spec this stack's `family` controller is compared with: the family's
+        oracle configured with every deviation's `variant` that applies to it."""
+        # A stack that sends no ECT never sees a CE mark (`ecn = false`): nor does its oracle.
+        options = {} if self.ecn else {"ecn": "off"}
+        for dev in self.deviations:
+            if dev.get("family", family) != family:
+                continue     # the deviation concerns the stack's other controller
+            for key, value in dev.get("variant", {}).items():
+                if key in VARIANT_OPTIONS[family]:
+                    options[key] = value
+        text = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
+        return REFERENCE[family] + (f":{text}" if text else "")
+
+    def divergence_excuses(self, observed: dict, at: int) -> tuple[list, list]:
+        """The deviations that excuse a trajectory divergence beginning at event `at`: those
+        tolerating it whose trigger (`observed`, ccdiff/triggers.py) first occurred at or
+        before `at` -- observed maps a trigger name to its first event index -- and those
+        without a trigger (wholesale).  Returns (excusing, not observed)."""
+        excusing, idle = [], []
+        for dev in self.explaining("trajectory-divergence"):
+            trigger = dev.get("observed")
+            if trigger is None:
+                excusing.append(dev)
+                continue
+            first = observed.get(trigger if trigger != "mechanism" else "mechanism:" + dev["id"])
+            (excusing if first is not None and first <= at else idle).append(dev)
+        return excusing, idle
 
     def mechanisms(self, max_datagram_size: int, family: str = "cubic") -> dict:
         """Fresh mechanism instances for one run of a `family` controller (the profile serves a
@@ -79,6 +129,8 @@ class Profile:
             for inv in dev.get("tolerates", []):
                 if not CATALOG[inv].waivable:
                     continue
+                if inv == "trajectory-divergence" and dev.get("observed"):
+                    continue    # a dynamic waiver: only where its trigger occurred (divergence_excuses)
                 if isinstance(why, dict):
                     reason = why.get(inv, "")
                 else:   # a string: the deviation's own invariants; divergence has its own reason
@@ -88,6 +140,20 @@ class Profile:
                         "no written reason; the deviation: " + dev.get("summary", "")
                 out.append({"invariant": inv, "deviation": dev.get("id", ""), "reason": reason})
         return out
+
+    def dynamic_waivers(self) -> list:
+        """Deviations that excuse trajectory-divergence only after their trigger occurred in
+        the run: {invariant, deviation, trigger, meaning} (ccdiff/triggers.py)."""
+        return [{"invariant": "trajectory-divergence", "deviation": d.get("id", ""), "trigger": d["observed"],
+                 "meaning": TRIGGERS[d["observed"]]}
+                for d in self.explaining("trajectory-divergence") if d.get("observed")]
+
+    def variants(self) -> list:
+        """Deviations the oracle reproduces: {deviation, family, options}; the stack is
+        compared with Profile.reference(family)."""
+        return [{"deviation": d.get("id", ""), "family": d.get("family", "cubic and reno"),
+                 "options": ",".join(f"{k}={v}" for k, v in d["variant"].items())}
+                for d in self.deviations if d.get("variant")]
 
     def checked_waivers(self) -> list:
         """Every mechanism-checked excuse: {invariant, deviation, mechanism, rule}."""
@@ -128,10 +194,37 @@ def load_profile(recipe) -> Profile:
             if beyond:
                 raise SetupError(f"{path}: deviation {dev.get('id')!r}: mechanism {name!r} cannot explain "
                                  f"{', '.join(beyond)}")
+        variant, trigger = dev.get("variant", {}), dev.get("observed")
+        if dev.get("family", "cubic") not in VARIANT_OPTIONS:
+            raise SetupError(f"{path}: deviation {dev.get('id')!r}: family is cubic or reno")
+        if not isinstance(variant, dict) or any(
+                key not in VARIANT_OPTIONS["cubic"] and key not in VARIANT_OPTIONS["reno"]
+                or value not in VARIANT_OPTIONS["cubic"].get(key, VARIANT_OPTIONS["reno"].get(key, ()))
+                for key, value in variant.items()):
+            raise SetupError(f"{path}: deviation {dev.get('id')!r}: variant is a table of oracle options: "
+                             + "; ".join(f"{k} = {'|'.join(v)}" for k, v in VARIANT_OPTIONS["cubic"].items()))
+        if variant and "trajectory-divergence" in dev.get("tolerates", []):
+            raise SetupError(f"{path}: deviation {dev.get('id')!r} has a variant, which reproduces it in the "
+                             "oracle: it does not tolerate trajectory-divergence")
+        if trigger is not None:
+            if trigger not in TRIGGERS:
+                raise SetupError(f"{path}: deviation {dev.get('id')!r}: unknown trigger observed = {trigger!r}; "
+                                 f"one of {', '.join(sorted(TRIGGERS))}")
+            if "trajectory-divergence" not in dev.get("tolerates", []):
+                raise SetupError(f"{path}: deviation {dev.get('id')!r}: `observed` limits its excuse of "
+                                 "trajectory-divergence, which it does not tolerate")
+            if trigger == "mechanism" and not name:
+                raise SetupError(f"{path}: deviation {dev.get('id')!r}: observed = \"mechanism\" needs a mechanism")
         both = sorted(set(explains) & set(dev.get("tolerates", [])))
         if both:
             raise SetupError(f"{path}: deviation {dev.get('id')!r} both explains and tolerates "
                              f"{', '.join(both)}: a mechanism-checked invariant is not waived wholesale")
+    chosen = {}
+    for dev in deviations:
+        for key, value in dev.get("variant", {}).items():
+            if chosen.setdefault((key, dev.get("family")), (value, dev.get("id")))[0] != value:
+                raise SetupError(f"{path}: deviations {chosen[key, dev.get('family')][1]!r} and {dev.get('id')!r} set the oracle's "
+                                 f"{key} differently")
     try:
         known = validate_known(data.get("known", []), str(path), CATALOG)
         upstream = validate_upstream(data.get("upstream"), str(path))
@@ -150,7 +243,7 @@ def _onset(finding) -> int:
     return finding.event_index if finding.onset_index is None else finding.onset_index
 
 
-def judge(findings: list, profile: Profile) -> list:
+def judge(findings: list, profile: Profile, observed: dict | None = None) -> list:
     """Deviation or violation: one rule for replay, matrix, sim and conform.
 
     A finding whose every occurrence a deviation's mechanism explained (Finding.explained_by,
@@ -159,10 +252,19 @@ def judge(findings: list, profile: Profile) -> list:
     RFC rule is that bug's footprint, not a documented deviation: it is a violation that
     "follows" the earlier findings -- only those whose evidence began at or before it
     (causal order: an idle inflation flagged at the end of the round trip it measures began
-    at that round trip's first ACK).  Returns the findings, in the order given.
+    at that round trip's first ACK).  With `observed` (the run's ccdiff/triggers.py record,
+    which replay passes), a deviation that names a trigger excuses a trajectory divergence
+    only when that trigger occurred at or before the divergence began; a divergence no
+    deviation excuses stays a violation.  Returns the findings, in the order given.
     """
     for finding in findings:
         explaining = profile.explaining(finding.invariant)
+        if finding.invariant == "trajectory-divergence" and observed is not None:
+            explaining, idle = profile.divergence_excuses(observed, finding.event_index)
+            if not explaining:
+                finding.detail += "; no documented deviation explains it" + (
+                    " (" + ", ".join(f"{d['id']} needs {d['observed']}" for d in idle) +
+                    ", not observed before it)" if idle else "")
         if finding.explained_by and CATALOG[finding.invariant].waivable:
             finding.status = "deviation"
             finding.detail += "; documented deviations (mechanism observed at every occurrence): " + \

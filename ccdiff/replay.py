@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import islice
 
+from .divergence import DivergenceWatch
 from .errors import SetupError
 from .invariants import Checker, Finding, Truth
 from .ledger import ACKED, Ledger
@@ -23,6 +24,7 @@ from .remote import BATCH
 from .status import status_of
 from .stacks import Target, load_recipes, open_controller, resolve
 from .trace import Trace, judge_reachability
+from .triggers import Triggers
 
 REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
 PREFETCH = BATCH   # a remote request's size: the same requests as when the whole run was prefetched
@@ -39,6 +41,7 @@ class Run:
     snapshots: list | None = field(default_factory=list)
     error: str | None = None
     hidden: bool = False
+    triggers: Triggers = field(default_factory=Triggers)   # for dynamic divergence waivers
     last: object = None       # the latest snapshot (Snapshot), None before the first
     steps: int = 0            # snapshots taken: events stepped without an error
 
@@ -82,15 +85,18 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
     if len(set(labels)) != len(labels):
         raise SetupError(f"a stack is named twice: {', '.join(labels)}")
     runs = {t.label: _open_run(t, trace) for t in targets}
-    for family in sorted({t.family for t in targets if t.kind == "native"}):
-        ref = REFERENCE[family]
+    # Each stack is compared with its family's oracle configured with its profile's variants
+    # (its documented deviations, made executable: profiles.Profile.reference).
+    references = {run.label: run.profile.reference(run.target.family) for run in list(runs.values())
+                  if run.target.kind == "native"}
+    for ref in sorted(set(references.values())):
         if ref not in runs:
             runs[ref] = _open_run(resolve(ref, recipes), trace, hidden=True)
     active = list(runs.values())
     if not keep_snapshots:
         for run in active:
             run.snapshots = None
-    divergences = {run.label: Divergence(run, runs[REFERENCE[run.target.family]]) for run in active
+    divergences = {run.label: Divergence(run, runs[references[run.label]]) for run in active
                    if check and not run.hidden and run.target.kind == "native"}
     watching = list(divergences.values())
     first_difference = {a: None for a, _ in compare}
@@ -118,7 +124,9 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
             if run.snapshots is not None:
                 run.snapshots.append(snap)
             if check:
-                run.checker.check(index, ev, before, snap, truths[run.profile.ecn])
+                truth = truths[run.profile.ecn]
+                run.checker.check(index, ev, before, snap, truth)
+                run.triggers.observe(index, ev, before, snap, truth)
         if watching:
             watching = [d for d in watching if d.step(index, ev)]
         if comparing:
@@ -134,7 +142,8 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
             run_findings.append(divergences[run.label].finding)
         for finding in run_findings:
             finding.line = trace.line_of(finding.event_index)
-        findings.extend(sorted(judge(run_findings, run.profile), key=lambda f: f.event_index))
+        run.triggers.record_mechanisms(run.checker.first_explained)
+        findings.extend(sorted(judge(run_findings, run.profile, run.triggers.first), key=lambda f: f.event_index))
     visible = {label: run for label, run in runs.items() if not run.hidden}
     judge_reachability(trace)
     return ReplayResult(trace, visible, findings, first_difference)
@@ -190,16 +199,18 @@ def finding_dicts(result: ReplayResult) -> list:
 
 
 class Divergence:
-    """trajectory-divergence: cwnd beyond the profile's tolerance for a sustained stretch of
-    ACKs, against the reference oracle.  Fed each event as the replay goes (step), so no
-    snapshot needs to be kept; compares events both runs stepped without an error."""
+    """A run against its reference run (ccdiff/divergence.py), fed each event as the replay
+    goes (step), so no snapshot needs to be kept; compares events both runs stepped without
+    an error."""
 
     def __init__(self, run: Run, ref: Run):
         self.run, self.ref = run, ref
-        self.tolerance, self.sustain = run.profile.cwnd_rel_tolerance, run.profile.sustain_events
-        self.streak, self.worst = 0, (0.0, 0, 0)
-        self.start = None          # (index, t, cwnd, oracle cwnd) where the streak began
-        self.finding: Finding | None = None
+        self.watch = DivergenceWatch(run.label, ref.label, run.profile.cwnd_rel_tolerance,
+                                     run.profile.sustain_events)
+
+    @property
+    def finding(self) -> Finding | None:
+        return self.watch.finding
 
     def step(self, index: int, ev) -> bool:
         """Compare the runs' snapshots of event index; False once there is nothing more to
@@ -209,22 +220,4 @@ class Divergence:
             return False
         if ev.kind != ACKED:
             return True
-        mine, theirs = run.last.cwnd, ref.last.cwnd
-        rel = abs(mine - theirs) / max(theirs, 1)
-        if rel <= self.tolerance:
-            self.streak = 0
-            return True
-        if self.streak == 0:
-            self.start = (index, ev.t, mine, theirs)
-        self.streak += 1
-        if rel > self.worst[0]:
-            self.worst = (rel, mine, theirs)
-        if self.streak < self.sustain:
-            return True
-        start, t, first_mine, first_theirs = self.start
-        worst = self.worst
-        self.finding = Finding(run.label, "trajectory-divergence", start, t,
-                               f"cwnd {first_mine} vs oracle {first_theirs} from this event on for "
-                               f"{self.sustain}+ ACKs (tolerance {self.tolerance:.0%}); worst {worst[1]} vs "
-                               f"{worst[2]} ({worst[0]:.0%})")
-        return False
+        return self.watch.compare(index, ev.t, run.last.cwnd, ref.last.cwnd)

@@ -10,9 +10,11 @@ from .paths import build_dir, implementations_dir
 from .spec import Spec, parse_spec
 
 ORACLES = {
-    "oracle": "RFC 9438 CUBIC reference (options: idle=correct|last-send|none, "
-              "fast_convergence=on|off, undo=on|off)",
-    "oracle-reno": "RFC 9002 NewReno reference (the control)",
+    "oracle": "RFC 9438 CUBIC reference (options: idle=correct|last-send|none, fast_convergence=on|off, "
+              "undo=on|off; variants a profile selects: epoch=ca-start|congestion-event, reno_friendly=max|set, "
+              "ecn=on|off, app_limited=on|off, growth=per-packet|per-ack, recovery=send-time|largest-acked)",
+    "oracle-reno": "RFC 9002 NewReno reference, the control (variants: ecn=on|off, app_limited=on|off, "
+                   "growth=per-packet|per-ack, recovery=send-time|largest-acked)",
 }
 LIBRARY_NAME = "libccdiff_adapter.so"
 PYTHON_ADAPTER_NAME = "ccdiff_adapter.py"   # a language = "python" stack's build (ccdiff/pyadapter.py)
@@ -129,9 +131,7 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
         from oracle import NewReno
         opts = dict(target.options)
         if target.spec.name == "oracle-reno":
-            if opts:
-                raise SetupError(f"{target.label}: oracle-reno takes no options")
-            return NewReno(max_datagram_size, initial_rtt_us)
+            return NewReno(max_datagram_size, initial_rtt_us, **_oracle_options(target.label, opts, False))
         return _open_cubic_oracle(target.label, opts, max_datagram_size, initial_rtt_us)
     from .clock import clock_base_us
     from .remote import RemoteController, remote_address
@@ -205,19 +205,33 @@ def _refuse_stale(target: Target) -> None:
     _CURRENT_BUILDS.add(key)
 
 
-def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):
-    from oracle import IDLE_MODES, Cubic
-    switches = {"on": True, "off": False}
+def oracle_option_values(cubic: bool) -> dict:
+    """Each option an oracle accepts, with its values (oracle/base.py, oracle/cubic.py): the
+    mutants that measure detection power and the variants a profile selects."""
+    from oracle import EPOCH_MODES, GROWTH_MODES, IDLE_MODES, RECOVERY_MODES, RENO_FRIENDLY_MODES
+    switch = ("on", "off")
+    both = {"ecn": switch, "app_limited": switch, "growth": GROWTH_MODES, "recovery": RECOVERY_MODES}
+    if not cubic:
+        return both
+    return {"idle": IDLE_MODES, "fast_convergence": switch, "undo": switch, "epoch": EPOCH_MODES,
+            "reno_friendly": RENO_FRIENDLY_MODES, **both}
+
+
+def _oracle_options(label: str, opts: dict, cubic: bool) -> dict:
+    """The keyword arguments of an oracle's options; SetupError names what it accepts."""
+    accepted = oracle_option_values(cubic)
     kwargs = {}
     for key, value in opts.items():
-        if key == "idle" and value in IDLE_MODES:
-            kwargs["idle"] = value
-        elif key in ("fast_convergence", "undo") and value in switches:
-            kwargs[key] = switches[value]
-        else:
-            raise SetupError(f"{label}: unknown option {key}={value}; the oracle accepts "
-                             f"idle={'|'.join(IDLE_MODES)}, fast_convergence=on|off, undo=on|off")
-    return Cubic(mds, initial_rtt_us, **kwargs)
+        if value not in accepted.get(key, ()):
+            raise SetupError(f"{label}: unknown option {key}={value}; it accepts "
+                             + ", ".join(f"{k}={'|'.join(v)}" for k, v in accepted.items()))
+        kwargs[key] = {"on": True, "off": False}.get(value, value) if accepted[key] == ("on", "off") else value
+    return kwargs
+
+
+def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):
+    from oracle import Cubic
+    return Cubic(mds, initial_rtt_us, **_oracle_options(label, opts, True))
 
 
 def available() -> list[dict]:

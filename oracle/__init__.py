@@ -3,7 +3,8 @@
 Both read resolved events (ccdiff.ledger.Resolved) and report ccdiff
 snapshots, exactly like a stack adapter, so the harness treats them alike.
 """
-from .cubic import Cubic, IDLE_MODES
+from .base import GROWTH_MODES, RECOVERY_MODES
+from .cubic import Cubic, EPOCH_MODES, IDLE_MODES, RENO_FRIENDLY_MODES
 from .newreno import NewReno
 
-__all__ = ["Cubic", "NewReno", "IDLE_MODES"]
+__all__ = ["Cubic", "NewReno", "IDLE_MODES", "EPOCH_MODES", "RENO_FRIENDLY_MODES", "GROWTH_MODES", "RECOVERY_MODES"]

@@ -8,6 +8,8 @@ from ccdiff.snapshot import (APP_LIMITED, CONGESTION_AVOIDANCE, RECOVERY, SLOW_S
                              Snapshot)
 
 INFINITE = math.inf
+GROWTH_MODES = ("per-packet", "per-ack")
+RECOVERY_MODES = ("send-time", "largest-acked")
 
 
 class Controller:
@@ -19,7 +21,28 @@ class Controller:
     not grow on ACKs of packets sent before the recovery start.
     """
 
-    def __init__(self, max_datagram_size: int, initial_rtt_us: int):
+    def __init__(self, max_datagram_size: int, initial_rtt_us: int, *, ecn: bool = True,
+                 app_limited: bool = True, growth: str = "per-packet", recovery: str = "send-time"):
+        # Variants a stack's profile selects to reproduce its documented deviations
+        # (profiles.Profile.reference_options), so its trajectory is compared with an oracle
+        # that does what the stack does on purpose:
+        #   ecn=False          CE marks are no congestion signal (a stack that sends no ECT,
+        #                      RFC 9000 §13.4, never sees one)
+        #   app_limited=False  ACKs of app-limited packets grow the window (a stack that
+        #                      does not apply RFC 9002 §7.8's SHOULD NOT)
+        #   growth="per-ack"   congestion avoidance takes one step per ACK frame, from the
+        #                      bytes it acknowledged outside recovery (ngtcp2's
+        #                      per-ack-frame-growth), not one per packet (RFC 9002 B.5)
+        #   recovery="largest-acked"  an ACK is "in recovery" by the send time of its largest
+        #                      acknowledged packet, for all its packets (ngtcp2's
+        #                      recovery-by-largest-acked), not packet by packet (§7.3.2)
+        if growth not in GROWTH_MODES or recovery not in RECOVERY_MODES:
+            raise ValueError(f"growth={growth}, recovery={recovery}: expected growth one of "
+                             f"{', '.join(GROWTH_MODES)}, recovery one of {', '.join(RECOVERY_MODES)}")
+        self.recovery_by_largest = recovery == "largest-acked"
+        self.ecn = ecn
+        self.app_limited = app_limited
+        self.per_ack = growth == "per-ack"
         self.mds = max_datagram_size
         self.min_window = 2 * max_datagram_size                       # RFC 9002 §7.2
         self.cwnd = min(10 * max_datagram_size, max(14720, 2 * max_datagram_size))  # §7.2
@@ -57,20 +80,26 @@ class Controller:
         self.congestion_event(ev.t, max(p[1] for p in ev.packets))
 
     def on_ack(self, ev) -> None:
-        if ev.ecn_ce and ev.packets:
+        if ev.ecn_ce and ev.packets and self.ecn:
             # RFC 9002 §7.3.2 / B.7: a new CE count is a congestion signal for the largest acked.
             self.congestion_event(ev.t, ev.packets[-1][1])
+        in_avoidance = 0
+        largest_sent_t = max(ev.packets)[1] if ev.packets else None
         for packet in ev.packets:
-            sent_t = packet[1]
+            sent_t = largest_sent_t if self.recovery_by_largest else packet[1]
             if self.in_congestion_recovery(sent_t):
                 continue                               # §7.3.2: no growth during recovery
             self.in_recovery = False                   # §7.3.2: a post-recovery packet was acked
-            if packet[3]:
+            if packet[3] and self.app_limited:
                 continue                               # §7.8: no growth when app-limited
             if self.cwnd < self.ssthresh:
                 self.cwnd += packet[2]                 # §7.3.1 slow start
+            elif self.per_ack:
+                in_avoidance += packet[2]
             else:
                 self.grow_in_avoidance(ev, packet[2])
+        if in_avoidance:
+            self.grow_in_avoidance(ev, in_avoidance)
 
     def in_congestion_recovery(self, sent_t: int) -> bool:
         return self.recovery_start is not None and sent_t <= self.recovery_start
@@ -102,7 +131,8 @@ class Controller:
     def phase(self, ev) -> str:
         if self.in_recovery:
             return RECOVERY
-        if (self.app_idle or self.last_sent_app_limited) and ev.bytes_in_flight_after < self.cwnd:
+        if self.app_limited and (self.app_idle or self.last_sent_app_limited) \
+                and ev.bytes_in_flight_after < self.cwnd:
             return APP_LIMITED
         return SLOW_START if self.cwnd < self.ssthresh else CONGESTION_AVOIDANCE
 

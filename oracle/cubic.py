@@ -34,6 +34,8 @@ BETA = 0.7                               # RFC 9438 §4.6 β_cubic
 C = 0.4                                  # RFC 9438 §4.2
 ALPHA_AIMD = 3 * (1 - BETA) / (1 + BETA)  # RFC 9438 §4.3 α_cubic ≈ 0.529
 IDLE_MODES = ("correct", "last-send", "none")
+EPOCH_MODES = ("ca-start", "congestion-event")
+RENO_FRIENDLY_MODES = ("max", "set")
 
 
 def cubic_k_seconds(w_max_segments: float, cwnd_epoch_segments: float) -> float:
@@ -50,8 +52,19 @@ class Cubic(Controller):
     name = "cubic"
 
     def __init__(self, max_datagram_size: int, initial_rtt_us: int, *, idle: str = "correct",
-                 fast_convergence: bool = True, undo: bool = False):
-        super().__init__(max_datagram_size, initial_rtt_us)
+                 fast_convergence: bool = True, undo: bool = False, epoch: str = "ca-start",
+                 reno_friendly: str = "max", **variants):
+        super().__init__(max_datagram_size, initial_rtt_us, **variants)
+        # Variants reproducing documented deviations (profiles.Profile.reference):
+        #   epoch="congestion-event"  the epoch starts at the reduction, so t includes the
+        #                             recovery round trip (ngtcp2's epoch-at-congestion-event)
+        #   reno_friendly="set"       cwnd = W_est in the Reno-friendly region even when cwnd
+        #                             has grown above it (§4.3 to the letter; ngtcp2, aioquic)
+        if epoch not in EPOCH_MODES or reno_friendly not in RENO_FRIENDLY_MODES:
+            raise ValueError(f"epoch={epoch}, reno_friendly={reno_friendly}: expected epoch one of "
+                             f"{', '.join(EPOCH_MODES)}, reno_friendly one of {', '.join(RENO_FRIENDLY_MODES)}")
+        self.epoch_at_reduction = epoch == "congestion-event"
+        self.reno_friendly_set = reno_friendly == "set"
         if idle not in IDLE_MODES:
             raise ValueError(f"idle={idle}: expected one of {', '.join(IDLE_MODES)}")
         self.idle = idle
@@ -141,10 +154,11 @@ class Cubic(Controller):
         self.w_est += alpha * acked_bytes * mds / cwnd
         if w_cubic_segments(t, self.k, w_max_seg) * mds < self.w_est:
             # §4.3 Reno-friendly region.  max(): an ACK never shrinks the window.
-            self.cwnd = max(cwnd, self.w_est)
+            self.cwnd = self.w_est if self.reno_friendly_set else max(cwnd, self.w_est)
         else:
-            # §4.4 concave / §4.5 convex: (target - cwnd)/cwnd per segment acked.
-            self.cwnd = cwnd + (target - cwnd) / cwnd * acked_bytes
+            # §4.4 concave / §4.5 convex: (target - cwnd)/cwnd per segment acked (per ACK
+            # frame, one segment's step, with growth="per-ack").
+            self.cwnd = cwnd + (target - cwnd) / cwnd * (mds if self.per_ack else acked_bytes)
 
     # -- multiplicative decrease (§4.6, §4.7) ---------------------------------
     def reduce(self, now: int) -> None:
@@ -162,7 +176,8 @@ class Cubic(Controller):
         self.cwnd = self.ssthresh
         self.w_est = self.cwnd                       # §4.3: W_est = cwnd at the reduction
         self.k = cubic_k_seconds(self.w_max / self.mds, self.cwnd / self.mds)
-        self.epoch_start = None                      # the next CA stage starts a new epoch
+        # The next CA stage starts a new epoch (§4.2), or the variant starts it now.
+        self.epoch_start = now if self.epoch_at_reduction else None
 
     def on_persistent_congestion(self, ev) -> None:
         super().on_persistent_congestion(ev)

@@ -19,6 +19,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..divergence import Differential
 from ..errors import SetupError
 from ..invariants import Checker, Truth
 from ..ledger import Ledger
@@ -70,13 +71,18 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
     bdp_bytes = s.rate_bytes_per_s * s.base_rtt_us // 1_000_000
     checker = Checker(target.label, mds, target.family, profile.min_window_datagrams, provisional,
                       bdp_bytes=bdp_bytes, mechanisms=profile.mechanisms(mds, target.family))
+    # The stack's window against its reference oracle's on the run's own events (issue #21
+    # item 5): an arithmetic slip that keeps every per-event invariant still shows.
+    differential = None
+    if check and target.kind == "native":
+        differential = Differential(target.label, profile, target.family, mds, s.initial_rtt_us)
     try:
-        sim = _Sim(s, seed, header, controller, checker, check, Truth(ecn=profile.ecn))
+        sim = _Sim(s, seed, header, controller, checker, check, Truth(ecn=profile.ecn), differential)
         sim.run()
     finally:
         if hasattr(controller, "close"):
             controller.close()
-    return _judge(s, target, seed, sim, checker, profile, header, record)
+    return _judge(s, target, seed, sim, checker, profile, header, record, differential)
 
 
 _PROFILES: dict = {}
@@ -94,8 +100,9 @@ class _Sim:
     """State of one run.  run() keeps hot variables local; see simulate()."""
 
     def __init__(self, s: Scenario, seed: int, header: Header, controller, checker: Checker, check: bool,
-                 truth: Truth):
+                 truth: Truth, differential: Differential | None = None):
         self.s, self.seed, self.header = s, seed, header
+        self.differential = differential
         self.controller, self.checker, self.check = controller, checker, check
         self.truth = truth           # the run's RFC 9002 timeline, as the stack's profile sees ECN
         self.events = []
@@ -114,6 +121,7 @@ class _Sim:
         step = self.controller.step
         checker = self.checker
         check = checker.check if self.check else None
+        differ = self.differential.step if self.differential is not None else None
         floor = checker.floor
         deadline = s.deadline_us
         ack_every, max_ack_delay, ack_on_gap = s.ack_every, s.max_ack_delay_us, s.ack_on_gap
@@ -170,6 +178,8 @@ class _Sim:
             append_event(ev)
             if check is not None:
                 check(index, r, snap, after, truth)
+                if differ is not None:
+                    differ(index, r, snap, after, truth)
             index += 1
             if snap is not None and cwnd <= floor:
                 min_us += t - last_t
@@ -429,11 +439,17 @@ class _Stop(Exception):
 
 
 def _judge(s: Scenario, target: Target, seed: int, sim: _Sim, checker: Checker, profile, header,
-           record: bool) -> SimResult:
+           record: bool, differential: Differential | None = None) -> SimResult:
     findings = checker.finish()
+    observed = None
+    if differential is not None:
+        if differential.watch.finding is not None:
+            findings.append(differential.watch.finding)
+        differential.triggers.record_mechanisms(checker.first_explained)
+        observed = differential.triggers.first
     for finding in findings:
         finding.line = finding.event_index + 2          # dump_trace: header on line 1
-    findings = sorted(judge(findings, profile), key=lambda f: (f.event_index, f.invariant))
+    findings = sorted(judge(findings, profile, observed), key=lambda f: (f.event_index, f.invariant))
     m = sim.metrics
     reasons = []
     if sim.error:

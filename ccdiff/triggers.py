@@ -1,0 +1,86 @@
+"""What happened in a run, for dynamic waivers of trajectory-divergence (issue #21 item 5).
+
+A documented deviation explains a stack's window leaving the oracle's only if the
+deviation's rule had something to act on before the divergence began: an undo on a
+spurious loss cannot explain a divergence in a trace without one.  A profile names the
+trigger of each deviation that tolerates trajectory-divergence (`observed = NAME`);
+`Triggers` records the first event at which each trigger occurred in one stack's run,
+and profiles.Profile.divergence_excuses keeps only the deviations whose trigger came at
+or before the divergence.
+
+Most triggers read the trace alone (the same for every stack); `hystart` reads the
+stack's snapshots, `mechanism` the checker (a mechanism-checked deviation is observed
+where its mechanism explained an occurrence, ccdiff/mechanisms.py).
+"""
+from __future__ import annotations
+
+from .invariants import in_slow_start
+from .ledger import ACKED, APP_DATA, APP_IDLE, LOST, PERSISTENT_CONGESTION, SENT
+
+TRIGGERS = {
+    "loss": "a packet was declared lost",
+    "congestion-event": "a loss or an ECN-CE mark the stack counts (RFC 9002 §7.1)",
+    "ecn-ce": "an ACK reported an ECN-CE mark",
+    "spurious-loss": "an ACK acknowledged a packet already declared lost",
+    "persistent-congestion": "persistent congestion was declared (RFC 9002 §7.6)",
+    "app-limited": "the application limited sending: an app-limited send, an ACK of one, or an "
+                   "app_idle / app_data event",
+    "idle": "a send into an empty pipe after an earlier send (RFC 9438 §5.8)",
+    "ack-of-several-packets": "one ACK acknowledged two or more packets",
+    "hystart": "the stack, in slow start, grew by less than half the bytes an ACK outside recovery "
+               "acknowledged, or left slow start on an ACK without a congestion signal: HyStart "
+               "(RFC 9406) seen from outside",
+    "mechanism": "the deviation's own mechanism explained an occurrence of an invariant "
+                 "(ccdiff/mechanisms.py)",
+}
+
+
+class Triggers:
+    """The first event index of each trigger in one stack's run (`first`)."""
+
+    def __init__(self):
+        self.first: dict[str, int] = {}
+
+    def _saw(self, name: str, index: int) -> None:
+        self.first.setdefault(name, index)
+
+    def observe(self, index: int, ev, before, after, truth) -> None:
+        """After the stack stepped event `index`: truth is the trace's timeline as this stack
+        sees it (invariants.Truth), before/after the stack's snapshots."""
+        kind, saw = ev.kind, self._saw
+        if truth.signal and kind != PERSISTENT_CONGESTION:
+            saw("congestion-event", index)
+        if kind == LOST:
+            saw("loss", index)
+        elif kind == PERSISTENT_CONGESTION:
+            saw("persistent-congestion", index)
+        elif kind in (APP_IDLE, APP_DATA):
+            saw("app-limited", index)
+        elif kind == SENT:
+            if ev.app_limited:
+                saw("app-limited", index)
+            if truth.idle_gap > 0:
+                saw("idle", index)
+        elif kind == ACKED:
+            if ev.ecn_ce:
+                saw("ecn-ce", index)
+            if ev.spurious:
+                saw("spurious-loss", index)
+            if any(p[3] for p in ev.packets):
+                saw("app-limited", index)
+            if len(ev.packets) >= 2:
+                saw("ack-of-several-packets", index)
+            if before is not None and self._hystart(ev, before, after, truth):
+                saw("hystart", index)
+
+    @staticmethod
+    def _hystart(ev, before, after, truth) -> bool:
+        if not in_slow_start(before) or truth.signal or truth.ack_in_recovery or truth.ack_app_limited:
+            return False
+        grew = after.cwnd - before.cwnd
+        return not in_slow_start(after) or 0 <= grew < ev.acked_bytes / 2
+
+    def record_mechanisms(self, first_explained: dict) -> None:
+        """The checker's first explained occurrence per deviation id, as `mechanism:<id>`."""
+        for deviation, index in first_explained.items():
+            self._saw("mechanism:" + deviation, index)
