@@ -147,11 +147,6 @@ ACKS_FIRST_SMALL_WINDOW = (
     "one packet, quinn grows to 3,781 and 0.7 x 3,781 = 2,647 is above the window before the "
     "mark.  The profile documents this case (an ACK of more than 3/7 of the window) and does "
     "not waive it: a real missing-reduction, which two ACK frames in one packet reach")
-AIOQUIC_SPLIT = (
-    "aioquic hands every packet of an ACK frame to the controller before that frame's loss "
-    "detection (recovery.py, profile acks-before-losses), and its CUBIC has no recovery check "
-    "(cubic.py:70-76, a real growth-in-recovery, unsplit too): split frames grow the window "
-    "twice in recovery and the trajectory leaves the oracle's envelope after that violation")
 PER_FRAME_S2N = ("s2n-quic calls on_ack once per ACK frame with the frame's bytes and its largest "
                  "packet's send time (s2n-quic-transport recovery/manager.rs:728-741), capped per "
                  "frame at half the bytes in congestion avoidance and by the highest bytes in flight "
@@ -161,7 +156,6 @@ PER_FRAME_S2N = ("s2n-quic calls on_ack once per ACK frame with the frame's byte
 # (trace, stack name) -> violations a listed relation may add: a stack's own documented but
 # unwaived finding that the relation's input reaches and the original does not.
 NEW_VIOLATIONS = {("ecn-small-window.jsonl", "quinn"): {"missing-reduction", "trajectory-divergence"},  # follows it
-                  ("app-limited-then-bulk.jsonl", "aioquic"): {"trajectory-divergence"},   # follows growth-in-recovery
                   # follows Linux's stuck-at-minimum (idle measured from the last send, real, unwaived:
                   # docs/closed-loop-results.md), which the unsplit trace has too
                   ("ecn-small-window.jsonl", "linux"): {"trajectory-divergence"}}
@@ -180,7 +174,6 @@ KNOWN_STACK_CHANGES = {
     ("repeated-losses.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
     ("ecn-small-window.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@334"}, PER_FRAME),
     ("ecn-small-window.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_SMALL_WINDOW),
-    ("app-limited-then-bulk.jsonl", "aioquic"): ({"split-all-acks"}, AIOQUIC_SPLIT),
     ("death-spiral.jsonl", "linux-reno"): ({"split-all-acks"}, PER_ACK_LINUX),
     ("ecn-small-window.jsonl", "linux"): ({"split-all-acks"}, PER_ACK_LINUX),
     ("quiche-undo-then-avoidance-entry.jsonl", "linux"): ({"split-all-acks", "split-ack@10"}, PER_ACK_LINUX),
