@@ -36,6 +36,9 @@ class Invariant:
     waivable: bool    # False only for RFC MUSTs: no profile can tolerate it
     keyword: str = "descriptive"   # one of KEYWORDS: what the quote obliges
     quote_from: str = ""           # "RFC 9438 §4.2": the section the quote is taken from
+    # Further verbatim quotes, (text, "RFC NNNN §X.Y") each, where the rule takes more than one
+    # sentence to state (checked like quote; reports show them after it).
+    more_quotes: tuple = ()
 
 
 CATALOG = {inv.id: inv for inv in [
@@ -93,13 +96,20 @@ CATALOG = {inv.id: inv for inv in [
               "by depth only.",
               True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("growth-in-recovery", "Window grew on an ACK of a packet sent before recovery started",
-              "RFC 9002 §7.3.2, Appendix B.5",
-              "A recovery period ends and the sender enters congestion avoidance when a packet sent "
-              "during the recovery period is acknowledged.",
-              "Until then the sender is in recovery, and RFC 9002's OnPacketsAcked (Appendix B.5) does "
-              "not increase the window for packets sent before the recovery start. Growth during "
-              "recovery undoes the reduction before the network has drained.",
-              True, "descriptive", "RFC 9002 §7.3.2"),
+              "RFC 9002 §7.3.2, Appendix B.5; RFC 9438 §4.2",
+              "Do not increase congestion window in recovery period.",
+              "RFC 9002's OnPacketAcked (Appendix B.5) returns before any growth while "
+              "InCongestionRecovery(acked_packet.time_sent), that is for packets sent at or before the "
+              "recovery start, and the recovery period lasts until a packet sent during it is "
+              "acknowledged (§7.3.2). CUBIC changes the window increase function, not fast recovery "
+              "(RFC 9438 §4.2), so the same holds for a CUBIC sender. Growth during recovery undoes the "
+              "reduction before the network has drained.",
+              True, "descriptive", "RFC 9002 §B.5",
+              (("A recovery period ends and the sender enters congestion avoidance when a packet sent "
+                "during the recovery period is acknowledged.", "RFC 9002 §7.3.2"),
+               ("CUBIC maintains the acknowledgment (ACK) clocking of Reno by increasing the congestion "
+                "window only at the reception of a new ACK. It does not make any changes to the TCP Fast "
+                "Recovery and Fast Retransmit algorithms", "RFC 9438 §4.2"))),
     Invariant("growth-while-app-limited", "Window grew while the sender was app-limited",
               "RFC 9002 §7.8; RFC 9438 §5.8",
               "When bytes in flight is smaller than the congestion window and sending is not pacing "

@@ -186,3 +186,24 @@ def test_the_examples_report_links_a_conform_overview_beside_it(tmp_path):
     paired = tmp_path / "pair" / "html"
     assert main(["replay", trace, "--stack", "oracle", "--report", str(paired)]) == 0
     assert link in (paired / "index.html").read_text()
+
+
+def test_growth_in_recovery_report_quotes_each_rule(tmp_path):
+    """Every verbatim quote of the rule is on the page, each under its own section and each a
+    Markdown block quote of its own (a line right after a quote would join it)."""
+    from ccdiff.build import ensure_built
+    from ccdiff.invariants import CATALOG
+    ensure_built("aioquic@1.7.2")   # its CUBIC grows in recovery on this trace (test_against, matrix)
+    findings, out = tmp_path / "f.json", tmp_path / "r"
+    trace = str(ROOT / "examples" / "app-limited-then-bulk.jsonl")
+    assert main(["replay", trace, "--stack", "aioquic@1.7.2", "--json", str(findings), "--report", str(out)]) == 1
+    (page,) = (out / "findings").glob("*growth-in-recovery*/finding.md")
+    md = page.read_text()
+    inv = CATALOG["growth-in-recovery"]
+    blocks = [f", {inv.quote_from}:\n\n> {inv.quote}\n\n"]
+    blocks += [f"\n\n{where}:\n\n> {text}\n\n" for text, where in inv.more_quotes]
+    for block in blocks:
+        assert block in md, block
+    assert "> Do not increase congestion window in recovery period.\n\n" in md
+    html = (page.parent / "index.html").read_text()
+    assert html.count("<blockquote>") == 1 + len(inv.more_quotes) == 3
