@@ -207,3 +207,34 @@ def test_growth_in_recovery_report_quotes_each_rule(tmp_path):
     assert "> Do not increase congestion window in recovery period.\n\n" in md
     html = (page.parent / "index.html").read_text()
     assert html.count("<blockquote>") == 1 + len(inv.more_quotes) == 3
+
+
+def test_linux_report_says_where_linux_takes_reports(tmp_path):
+    """A Linux bug report names the netdev list (provenance.toml report_to) and links the
+    kernel's own git.kernel.org, never a GitHub mirror; a quiche report whose finding is
+    fixed upstream shows no 'Where to report' (death_report covers that below)."""
+    from ccdiff.build import ensure_built
+    from ccdiff.metamorphic import split_acks_at, splittable_acks
+    from ccdiff.trace import dump_trace
+    ensure_built("linux@6.1")
+    # Split ACKs take Linux's window to 4 segments, where it stays (tests/test_metamorphic.py).
+    example = load_trace(str(ROOT / "examples" / "ecn-small-window.jsonl"))
+    trace = tmp_path / "split.jsonl"
+    trace.write_text(dump_trace(split_acks_at(example, splittable_acks(example))))
+    findings, out = tmp_path / "f.json", tmp_path / "r"
+    assert main(["replay", str(trace), "--stack", "linux@6.1", "--json", str(findings), "--report", str(out)]) == 1
+    reports = [p.read_text() for p in (out / "findings").glob("*/finding.md")]
+    bug_reports = [md for md in reports if "**Where to report:**" in md]
+    assert bug_reports and all(md.startswith("**Status: new here") for md in bug_reports)
+    for md in reports:
+        assert "github.com" not in md
+        assert "https://git.kernel.org/pub/scm/linux/kernel/git/stable/linux.git/tree/?h=v6.1.176" in md
+    for md in bug_reports:
+        assert "**Where to report:** the netdev mailing list, netdev@vger.kernel.org" in md
+        assert "— mailto:netdev@vger.kernel.org\n" in md
+
+
+def test_fixed_finding_has_no_where_to_report(death_report):
+    md = (death_report["out"] / "findings" / DS_FINDING / "finding.md").read_text()
+    assert md.startswith("**Status: fixed upstream in 0.26.1**")
+    assert "Where to report" not in md
