@@ -63,7 +63,7 @@ def test_report_is_byte_identical_when_rebuilt(death_report, tmp_path):
 def test_finding_md_is_a_complete_upstream_report(death_report):
     md = (death_report["out"] / "findings" / DS_FINDING / "finding.md").read_text()
     # First line: the status (ccdiff/status.py): quiche 0.26.1 fixed the death spiral.
-    assert md.startswith("**Status: fixed upstream in 0.26.1** — https://github.com/cloudflare/quiche/blob/445292f")
+    assert md.startswith("**Status: fixed upstream in 0.26.1** — https://github.com/cloudflare/quiche/pull/2370 ")
     assert "\n# quiche 0.26.0 CUBIC: recovery start or epoch after the current time" in md
     for section in ("## Versions", "## What the RFC says", "## What quiche does",
                     "## Expected vs actual at event 40", "## Reproducer", "## How to replay"):
