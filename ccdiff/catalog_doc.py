@@ -43,6 +43,7 @@ def render() -> str:
                 f"- **Keyword:** {inv.keyword}"]
         if inv.quote:
             out += [f"- **RFC text:** {inv.quote_from}: “{inv.quote}”"]
+        out += [f"- **RFC text:** {where}: “{text}”" for text, where in inv.more_quotes]
         out += [
                 f"- **Why it matters:** {inv.why}",
                 f"- **Waivable by a profile:** {'yes' if inv.waivable else 'no'}", ""]

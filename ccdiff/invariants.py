@@ -36,6 +36,9 @@ class Invariant:
     waivable: bool    # False only for RFC MUSTs: no profile can tolerate it
     keyword: str = "descriptive"   # one of KEYWORDS: what the quote obliges
     quote_from: str = ""           # "RFC 9438 §4.2": the section the quote is taken from
+    # Further verbatim quotes, (text, "RFC NNNN §X.Y") each, where the rule takes more than one
+    # sentence to state (checked like quote; reports show them after it).
+    more_quotes: tuple = ()
 
 
 CATALOG = {inv.id: inv for inv in [
@@ -67,7 +70,9 @@ CATALOG = {inv.id: inv for inv in [
               "§4.3 adds about half a datagram per round trip, so a working controller leaves that band "
               "within the 8 acknowledged packets the check waits for): the controller believes it is "
               "still in recovery, or never credits the ACKs. This is the observable face of the death "
-              "spiral. In closed loop, when the path's bandwidth-delay product is itself below that band, "
+              "spiral. Only packets sent while the window was full count (the bytes in flight left no "
+              "room for one more datagram, RFC 9002 §7): a window the sender does not fill is "
+              "underutilized (RFC 9002 §7.8), not stuck, and need not grow. In closed loop, when the path's bandwidth-delay product is itself below that band, "
               "a small window is the path's operating point and only a window exactly at the floor "
               "counts.", True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("missing-reduction", "No window reduction on a new congestion event",
@@ -91,13 +96,20 @@ CATALOG = {inv.id: inv for inv in [
               "by depth only.",
               True, "descriptive", "RFC 9002 §7.3.2"),
     Invariant("growth-in-recovery", "Window grew on an ACK of a packet sent before recovery started",
-              "RFC 9002 §7.3.2, Appendix B.5",
-              "A recovery period ends and the sender enters congestion avoidance when a packet sent "
-              "during the recovery period is acknowledged.",
-              "Until then the sender is in recovery, and RFC 9002's OnPacketsAcked (Appendix B.5) does "
-              "not increase the window for packets sent before the recovery start. Growth during "
-              "recovery undoes the reduction before the network has drained.",
-              True, "descriptive", "RFC 9002 §7.3.2"),
+              "RFC 9002 §7.3.2, Appendix B.5; RFC 9438 §4.2",
+              "Do not increase congestion window in recovery period.",
+              "RFC 9002's OnPacketAcked (Appendix B.5) returns before any growth while "
+              "InCongestionRecovery(acked_packet.time_sent), that is for packets sent at or before the "
+              "recovery start, and the recovery period lasts until a packet sent during it is "
+              "acknowledged (§7.3.2). CUBIC changes the window increase function, not fast recovery "
+              "(RFC 9438 §4.2), so the same holds for a CUBIC sender. Growth during recovery undoes the "
+              "reduction before the network has drained.",
+              True, "descriptive", "RFC 9002 §B.5",
+              (("A recovery period ends and the sender enters congestion avoidance when a packet sent "
+                "during the recovery period is acknowledged.", "RFC 9002 §7.3.2"),
+               ("CUBIC maintains the acknowledgment (ACK) clocking of Reno by increasing the congestion "
+                "window only at the reception of a new ACK. It does not make any changes to the TCP Fast "
+                "Recovery and Fast Retransmit algorithms", "RFC 9438 §4.2"))),
     Invariant("growth-while-app-limited", "Window grew while the sender was app-limited",
               "RFC 9002 §7.8; RFC 9438 §5.8",
               "When bytes in flight is smaller than the congestion window and sending is not pacing "
@@ -344,6 +356,7 @@ class Checker:
         self.findings: dict[str, Finding] = {}
         self.post_signal_acked = 0
         self.stuck_cwnd = None       # the window when the stuck-at-minimum count began
+        self.full_window_pn = -1     # the last packet sent with the window full (judge_step)
         self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
         self.idle_watch = None
@@ -399,6 +412,19 @@ class Checker:
             return
         if after.epoch_start_us is not None:
             self.reports_epoch = True
+        if kind == SENT and ev.bytes_in_flight_after + self.mds > cwnd:
+            # The window is full: every packet in flight now (packet numbers ascend, so those
+            # up to this one) was sent by a cwnd-limited flow, and only such packets show a
+            # stuck window (stuck-at-minimum).  RFC 9002 §7.8: "When bytes in flight is smaller
+            # than the congestion window and sending is not pacing limited, the congestion
+            # window is underutilized. ... When this occurs, the congestion window SHOULD NOT
+            # be increased".  Full means no room for one more full-sized datagram, RFC 9002 §7:
+            # "An endpoint MUST NOT send a packet if it would cause bytes_in_flight ... to be
+            # larger than the congestion window" -- 2 datagrams fill a window of 2.7, not one of
+            # 3 (Linux's tcp_is_cwnd_limited, packets_out >= cwnd, in whole segments).  Measured
+            # at the send, not at the ACK: a flight sent in one burst and acknowledged packet
+            # by packet filled the window although the later ACKs find it half drained.
+            self.full_window_pn = ev.packets[0][0]
         if cwnd < self.min_window:
             flag("cwnd-below-minimum", index, t, f"cwnd {cwnd} < minimum window {self.min_window} "
                  f"(2 x {self.mds})")
@@ -550,7 +576,8 @@ class Checker:
                  f"congestion avoidance grew cwnd {before.cwnd} -> {after.cwnd} on an ACK while the stack "
                  f"reports no epoch (t_epoch unset, RFC 9438 §4.2: t = t_current - t_epoch)")
         # stuck-at-minimum: count acknowledged packets sent after the last signal while the
-        # window sits near the floor without growing at all.
+        # window sits near the floor without growing at all -- only packets of a full window
+        # (self.full_window_pn, set in judge_step): a window the sender does not fill is not stuck.
         if after.cwnd > self.near_floor or (self.stuck_cwnd is not None and after.cwnd > self.stuck_cwnd):
             self.post_signal_acked = 0
             self.stuck_cwnd = None
@@ -558,7 +585,8 @@ class Checker:
             if self.post_signal_acked == 0:
                 self.stuck_cwnd = after.cwnd
             since = truth.last_signal_t
-            self.post_signal_acked += sum(1 for p in ev.packets if not p[3] and (since is None or p[1] > since))
+            self.post_signal_acked += sum(1 for p in ev.packets if not p[3] and p[0] <= self.full_window_pn
+                                          and (since is None or p[1] > since))
             if self.post_signal_acked >= STUCK_PACKETS:
                 flag("stuck-at-minimum", index, t,
                      f"cwnd stays at or near the minimum ({after.cwnd} bytes, floor {self.floor}) although {self.post_signal_acked} "

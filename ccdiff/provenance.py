@@ -24,13 +24,25 @@ _VERSION = re.compile(r"\((\d+(?:\.\d+)+)\b")
 
 
 def pin(recipe, version: str) -> dict:
-    """provenance.toml's entry for one version, with the stack's upstream_repo; {} if none."""
+    """provenance.toml's entry for one version, with the stack's upstream_repo and its web
+    front end (`web`: "github", the default, or "cgit" for git.kernel.org); {} if none."""
     if recipe is None:
         return {}
     entry = recipe.provenance.get("versions", {}).get(version)
     if not entry:
         return {}
-    return dict(entry, upstream_repo=recipe.provenance.get("upstream_repo", ""))
+    return dict(entry, upstream_repo=recipe.provenance.get("upstream_repo", ""),
+                web=recipe.provenance.get("web", "github"))
+
+
+def report_to(recipe) -> dict:
+    """Where the stack takes bug reports, from its provenance.toml (`report_to`, words, and
+    `report_url`): {"text", "url"}, or {} when not recorded -- never a guessed GitHub tracker
+    (Linux takes reports by email, and its GitHub copies are mirrors)."""
+    data = recipe.provenance if recipe is not None else {}
+    if not data.get("report_to"):
+        return {}
+    return {"text": data["report_to"], "url": data.get("report_url", "")}
 
 
 def source_root(recipe, version: str) -> Path | None:
@@ -69,11 +81,23 @@ def resolve_path(name: str, files, near: str | None = None) -> str | None:
 
 
 def permalink(pinned: dict, path: str, lines: str) -> str:
-    """https://github.com/OWNER/REPO/blob/COMMIT/PATH#L152-L176 (commit preferred: tags move)."""
-    ref = pinned.get("upstream_commit") or pinned["upstream_tag"]
+    """https://github.com/OWNER/REPO/blob/COMMIT/PATH#L152-L176 (commit preferred: tags move);
+    on cgit (git.kernel.org) REPO/tree/PATH?h=TAG#n152: cgit anchors one line, not a range."""
     prefix = pinned.get("path_in_repo", "").strip("/")
+    full = f"{prefix + '/' if prefix else ''}{path}"
+    if pinned.get("web") == "cgit":
+        return f"{tree_url(pinned, full)}#n{lines.split('-')[0]}"
+    ref = pinned.get("upstream_commit") or pinned["upstream_tag"]
     anchor = "#" + "-".join(f"L{n}" for n in lines.split("-"))
-    return f"{pinned['upstream_repo']}/blob/{ref}/{prefix + '/' if prefix else ''}{path}{anchor}"
+    return f"{pinned['upstream_repo']}/blob/{ref}/{full}{anchor}"
+
+
+def tree_url(pinned: dict, path: str = "") -> str:
+    """The repository's tree (or one file) at the pinned commit or tag."""
+    repo, commit, tag = pinned["upstream_repo"], pinned.get("upstream_commit"), pinned.get("upstream_tag")
+    if pinned.get("web") == "cgit":
+        return f"{repo}/tree/{path}?{'id=' + commit if commit else 'h=' + tag}"
+    return f"{repo}/tree/{commit or tag}" + (f"/{path}" if path else "")
 
 
 def _version_after(text: str, pos: int, default: str | None) -> str | None:

@@ -281,6 +281,6 @@ def test_linux_kernel_files_through_the_extracted_copies(tmp_path):
     assert not outside & (set(entry["covered_lines"]) | set(entry["uncovered_lines"]))
     undo = [r for r in entry["uncovered"] if r["function"] == "tcp_reno_undo_cwnd"]
     assert undo and undo[0]["not_driven"] and undo[0]["url"].startswith(
-        "https://github.com/gregkh/linux/blob/v6.12.117/net/ipv4/tcp_cong.c#L")
+        "https://git.kernel.org/pub/scm/linux/kernel/git/stable/linux.git/tree/net/ipv4/tcp_cong.c?h=v6.12.117#n")
     flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
     assert flagged == set(NOT_DRIVEN["linux"])

@@ -354,6 +354,19 @@ def test_stuck_near_minimum_is_flagged():
     assert "stuck-at-minimum" not in check_with_bdp(flow, lambda i, ev, b, s: s, None)
 
 
+def test_stuck_needs_a_full_window():
+    """Two packets per round trip in a window of three never fill it (RFC 9002 §7.8): the window
+    is underutilized, not stuck (examples/ecn-small-window.jsonl's Linux finding before the
+    rule).  Three packets per round trip fill it, and the same frozen window is stuck; so do
+    two packets in a window of 2.7 datagrams, which has no room for a third."""
+    def pinned(flow, cwnd):
+        return lambda i, ev, b, s: s._replace(cwnd=cwnd) if ev.t > flow.collapse_t else s
+    two, three = (flow_recovering_from_persistent_congestion(n) for n in (2, 3))
+    assert "stuck-at-minimum" not in check(two, pinned(two, 3 * MDS))
+    assert "stuck-at-minimum" in check(three, pinned(three, 3 * MDS))
+    assert "stuck-at-minimum" in check(two, pinned(two, int(2.7 * MDS)))
+
+
 def test_small_window_on_a_tiny_bdp_path_is_not_stuck():
     """Where the path's bandwidth-delay product is itself about 2.5 datagrams, a window of 2.7
     datagrams is the path's operating point, not a frozen controller."""

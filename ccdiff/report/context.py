@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..provenance import ccdiff_version, link_code, pin
+from ..provenance import ccdiff_version, link_code, pin, report_to, tree_url
 from ..status import status_of
 from ..replay import REFERENCE
 from ..trace import event_to_dict
@@ -232,7 +232,7 @@ def upstream_row(target) -> list:
     if not (p.get("upstream_repo") and ref):
         return []
     path = p.get("path_in_repo", "").strip("/")
-    tree = f"{p['upstream_repo']}/tree/{ref}" + (f"/{path}" if path else "")
+    tree = tree_url(p, path)
     tag = f" (tag {p['upstream_tag']})" if p.get("upstream_commit") and p.get("upstream_tag") else ""
     where = f", {path}/ in the repository" if path else ""
     packaged = f"; packaged as {p['package']}" if p.get("package") else ""
@@ -330,7 +330,7 @@ def describe(view: FindingView, closed_loop_runs=None, impact_of=None) -> dict:
     deviations = related_deviations(view)
     return {"view": view, "f": view.finding, "inv": view.invariant, "deviations": deviations,
             "impact": impact_of if impact_of is not None else impact(view, closed_loop_runs),
-            "status": view.status, "minimal": minimal(view),
+            "status": view.status, "report_to": report_to(view.target.recipe), "minimal": minimal(view),
             "all_deviations": view.stack_run.profile.deviations,
             "code": code_locations(view, deviations), "at": at_violation(view),
             "excerpt": trace_excerpt(view), "replay": replay_commands(view, view.trace_path),

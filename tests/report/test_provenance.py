@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ccdiff.build import recipe_digest
-from ccdiff.provenance import ccdiff_version, link_code, resolve_path
+from ccdiff.provenance import ccdiff_version, link_code, pin, report_to, resolve_path, tree_url
 from ccdiff.report.build import html_pieces, md_pieces
 from ccdiff.stacks import load_recipes
 
@@ -17,7 +17,7 @@ UPSTREAM = {"quiche": "https://github.com/cloudflare/quiche",
             "picoquic": "https://github.com/private-octopus/picoquic",
             "quinn": "https://github.com/quinn-rs/quinn",
             "aioquic": "https://github.com/aiortc/aioquic",
-            "linux": "https://github.com/gregkh/linux",
+            "linux": "https://git.kernel.org/pub/scm/linux/kernel/git/stable/linux.git",
             "s2n-quic": "https://github.com/aws/s2n-quic"}
 Q26 = "0ed0918d1b68965fe210ec32ae2a55a4f377766a"
 Q30 = "be47c5011215b9f13bad06bd7627d3ae49888a19"
@@ -35,6 +35,7 @@ FAKE_TREES = {
     ("ngtcp2", "1.25.0"): ["lib/ngtcp2_cc.c", "lib/ngtcp2_rtb.c", "lib/ngtcp2_conn.c", "lib/ngtcp2_rst.c"],
     ("picoquic", "1.1.53.0"): ["picoquic/cubic.c", "picoquic/cc_common.c", "picoquic/sender.c",
                                "picoquictest/cubic.c"],
+    ("linux", "6.1"): ["net/ipv4/tcp_cubic.c", "net/ipv4/tcp_cong.c", "include/net/tcp.h"],
     ("aioquic", "1.7.2"): ["src/aioquic/quic/congestion/cubic.py", "src/aioquic/quic/congestion/reno.py",
                            "src/aioquic/quic/congestion/base.py", "src/aioquic/quic/recovery.py"],
 }
@@ -150,6 +151,39 @@ def test_aioquic_permalink_at_its_tag(recipes):
     pieces = link_code("src/aioquic/quic/congestion/cubic.py:149-155; reno.py:30 (1.7.2)", recipes["aioquic"])
     base = "https://github.com/aiortc/aioquic/blob/1.7.2/src/aioquic/quic/congestion"
     assert [p["url"] for p in pieces if p["url"]] == [f"{base}/cubic.py#L149-L155", f"{base}/reno.py#L30"]
+
+
+KERNEL_STABLE = "https://git.kernel.org/pub/scm/linux/kernel/git/stable/linux.git"
+
+
+def test_linux_links_git_kernel_org_cgit(recipes):
+    """git.kernel.org is cgit: a file at a tag is tree/PATH?h=TAG and an anchor names one line
+    (#n142); GitHub's /blob/ and #L142-L158 forms do not exist there."""
+    pieces = link_code("net/ipv4/tcp_cubic.c:142-158, 214 (6.1)", recipes["linux"])
+    assert [p["url"] for p in pieces if p["url"]] == [
+        f"{KERNEL_STABLE}/tree/net/ipv4/tcp_cubic.c?h=v6.1.176#n142",
+        f"{KERNEL_STABLE}/tree/net/ipv4/tcp_cubic.c?h=v6.1.176#n214"]
+    assert tree_url(pin(recipes["linux"], "6.1")) == f"{KERNEL_STABLE}/tree/?h=v6.1.176"
+    # A cgit pin with a commit links by id=, the GitHub form is unchanged.
+    assert tree_url({"upstream_repo": "R", "web": "cgit", "upstream_commit": "c0ffee"}, "a.c") == "R/tree/a.c?id=c0ffee"
+    assert tree_url(pin(recipes["quiche"], "0.26.0"), "quiche") == \
+        f"https://github.com/cloudflare/quiche/tree/{Q26}/quiche"
+
+
+def test_report_to_comes_from_each_stack():
+    """Where to report is each stack's own data: a GitHub tracker where the project uses one,
+    the netdev list for Linux, which takes no GitHub issues (its GitHub copies are mirrors)."""
+    recipes = load_recipes()
+    for name, recipe in recipes.items():
+        where = report_to(recipe)
+        assert where["text"] and where["url"], name
+        if name != "linux":
+            assert where == {"text": "GitHub issues", "url": f"{UPSTREAM[name]}/issues"}, name
+    linux = report_to(recipes["linux"])
+    assert linux["url"] == "mailto:netdev@vger.kernel.org"
+    assert "netdev@vger.kernel.org" in linux["text"] and "net/ipv4/tcp_cubic.c" in linux["text"]
+    assert "github" not in (linux["url"] + recipes["linux"].provenance["upstream_repo"]).lower()
+    assert report_to(None) == {}
 
 
 def test_picoquic_permalink_single_line(recipes):

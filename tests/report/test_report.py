@@ -63,7 +63,7 @@ def test_report_is_byte_identical_when_rebuilt(death_report, tmp_path):
 def test_finding_md_is_a_complete_upstream_report(death_report):
     md = (death_report["out"] / "findings" / DS_FINDING / "finding.md").read_text()
     # First line: the status (ccdiff/status.py): quiche 0.26.1 fixed the death spiral.
-    assert md.startswith("**Status: fixed upstream in 0.26.1** — https://github.com/cloudflare/quiche/blob/445292f")
+    assert md.startswith("**Status: fixed upstream in 0.26.1** — https://github.com/cloudflare/quiche/pull/2370 ")
     assert "\n# quiche 0.26.0 CUBIC: recovery start or epoch after the current time" in md
     for section in ("## Versions", "## What the RFC says", "## What quiche does",
                     "## Expected vs actual at event 40", "## Reproducer", "## How to replay"):
@@ -186,3 +186,55 @@ def test_the_examples_report_links_a_conform_overview_beside_it(tmp_path):
     paired = tmp_path / "pair" / "html"
     assert main(["replay", trace, "--stack", "oracle", "--report", str(paired)]) == 0
     assert link in (paired / "index.html").read_text()
+
+
+def test_growth_in_recovery_report_quotes_each_rule(tmp_path):
+    """Every verbatim quote of the rule is on the page, each under its own section and each a
+    Markdown block quote of its own (a line right after a quote would join it)."""
+    from ccdiff.build import ensure_built
+    from ccdiff.invariants import CATALOG
+    ensure_built("aioquic@1.7.2")   # its CUBIC grows in recovery on this trace (test_against, matrix)
+    findings, out = tmp_path / "f.json", tmp_path / "r"
+    trace = str(ROOT / "examples" / "app-limited-then-bulk.jsonl")
+    assert main(["replay", trace, "--stack", "aioquic@1.7.2", "--json", str(findings), "--report", str(out)]) == 1
+    (page,) = (out / "findings").glob("*growth-in-recovery*/finding.md")
+    md = page.read_text()
+    inv = CATALOG["growth-in-recovery"]
+    blocks = [f", {inv.quote_from}:\n\n> {inv.quote}\n\n"]
+    blocks += [f"\n\n{where}:\n\n> {text}\n\n" for text, where in inv.more_quotes]
+    for block in blocks:
+        assert block in md, block
+    assert "> Do not increase congestion window in recovery period.\n\n" in md
+    html = (page.parent / "index.html").read_text()
+    assert html.count("<blockquote>") == 1 + len(inv.more_quotes) == 3
+
+
+def test_linux_report_says_where_linux_takes_reports(tmp_path):
+    """A Linux bug report names the netdev list (provenance.toml report_to) and links the
+    kernel's own git.kernel.org, never a GitHub mirror; a quiche report whose finding is
+    fixed upstream shows no 'Where to report' (death_report covers that below)."""
+    from ccdiff.build import ensure_built
+    from ccdiff.metamorphic import split_acks_at, splittable_acks
+    from ccdiff.trace import dump_trace
+    ensure_built("linux@6.1")
+    # Split ACKs take Linux's window to 4 segments, where it stays (tests/test_metamorphic.py).
+    example = load_trace(str(ROOT / "examples" / "ecn-small-window.jsonl"))
+    trace = tmp_path / "split.jsonl"
+    trace.write_text(dump_trace(split_acks_at(example, splittable_acks(example))))
+    findings, out = tmp_path / "f.json", tmp_path / "r"
+    assert main(["replay", str(trace), "--stack", "linux@6.1", "--json", str(findings), "--report", str(out)]) == 1
+    reports = [p.read_text() for p in (out / "findings").glob("*/finding.md")]
+    bug_reports = [md for md in reports if "**Where to report:**" in md]
+    assert bug_reports and all(md.startswith("**Status: new here") for md in bug_reports)
+    for md in reports:
+        assert "github.com" not in md
+        assert "https://git.kernel.org/pub/scm/linux/kernel/git/stable/linux.git/tree/?h=v6.1.176" in md
+    for md in bug_reports:
+        assert "**Where to report:** the netdev mailing list, netdev@vger.kernel.org" in md
+        assert "— mailto:netdev@vger.kernel.org\n" in md
+
+
+def test_fixed_finding_has_no_where_to_report(death_report):
+    md = (death_report["out"] / "findings" / DS_FINDING / "finding.md").read_text()
+    assert md.startswith("**Status: fixed upstream in 0.26.1**")
+    assert "Where to report" not in md
