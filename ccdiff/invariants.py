@@ -95,6 +95,18 @@ CATALOG = {inv.id: inv for inv in [
               "on a later congestion signal inside it makes its one reduction for that period: judged "
               "by depth only.",
               True, "descriptive", "RFC 9002 §7.3.2"),
+    Invariant("shallow-reduction", "Reduction shallower than β on a new congestion event",
+              "RFC 9438 §4.6; RFC 9002 §7.3.2",
+              "The parameter β_cubic SHOULD be set to 0.7, which is different from the multiplicative "
+              "decrease factor used in [RFC5681] (and [RFC6675]) during fast recovery.",
+              "On a new congestion event the window and the slow-start threshold go to β times the "
+              "window before it (β_cubic = 0.7; NewReno's kLossReductionFactor 0.5, RFC 9002 §7.3.2). "
+              "A stack whose reduced window and threshold both stay above β x max(cwnd, bytes in "
+              "flight) plus one datagram backs off less than the RFC says, so it takes more than its "
+              "share of a congested path. Checked on the lower of the two, so a stack that lowers "
+              "cwnd gradually (Proportional Rate Reduction, RFC 6937) but sets ssthresh at once "
+              "passes. A SHOULD: a profile may document another β.",
+              True, "SHOULD", "RFC 9438 §4.6"),
     Invariant("growth-in-recovery", "Window grew on an ACK of a packet sent before recovery started",
               "RFC 9002 §7.3.2, Appendix B.5; RFC 9438 §4.2",
               "Do not increase congestion window in recovery period.",
@@ -528,6 +540,8 @@ class Checker:
         def occurrence(invariant, cause):
             return lambda: Occurrence(invariant, cause, index, t, before, after, list(events))
         if new_event:
+            if grew < 0:
+                self.judge_depth(index, t, before, after, events, occurrence)
             if before.cwnd > self.floor and grew >= 0:
                 self.missed_period = t
                 self.late_entered = False
@@ -543,6 +557,21 @@ class Checker:
             self.flag("excess-reduction", index, t,
                       f"cwnd {before.cwnd} -> {after.cwnd} on a loss of a packet sent during the current "
                       f"recovery period", occurrence("excess-reduction", "in-recovery"))
+
+    def judge_depth(self, index, t, before, after, events, occurrence) -> None:
+        """shallow-reduction: the lower of the reduced cwnd and ssthresh is above β times the
+        larger of the window and the bytes in flight before the event (RFC 9438 §4.6 takes
+        flight_size), with one datagram of rounding.  A stack that credits an ACK before it
+        runs loss detection on it reduces from the grown window: a mechanism
+        (acks-credited-before-losses) says so where its profile documents the order."""
+        flight = max((ev.bytes_in_flight for _, ev in events), default=0)
+        base = max(before.cwnd, flight)
+        reduced = min(after.cwnd, after.ssthresh if after.ssthresh is not None else after.cwnd)
+        if reduced > self.beta * base + self.mds:
+            self.flag("shallow-reduction", index, t,
+                      f"cwnd {before.cwnd} -> {after.cwnd}, ssthresh {after.ssthresh}: above beta={self.beta} "
+                      f"x {base} + {self.mds} (the larger of the window and the {flight} bytes in flight)",
+                      occurrence("shallow-reduction", "above-beta"))
 
     def check_ack(self, index, ev, before, after, truth, grew) -> None:
         t, flag = ev.t, self.flag

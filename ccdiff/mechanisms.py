@@ -49,6 +49,7 @@ class Mechanism:
     invariants: frozenset = frozenset()   # what it can explain
     rule = ""                             # the upstream rule it mirrors, file:line
     families = ("cubic", "reno")          # the controllers of the stack it applies to
+    family = "cubic"                      # the one this instance judges (Profile.mechanisms sets it)
 
     def __init__(self, max_datagram_size: int):
         self.mds = max_datagram_size
@@ -223,10 +224,11 @@ class Ngtcp2RenoAckedBeforeCongestionEvent(Mechanism):
     the halved result can exceed the window before the ACK: growth on an ACK of pre-recovery
     packets, no reduction for a new congestion event.  Explained only where the stack did take
     that congestion event at this ACK (its recovery start is now, ssthresh = cwnd) and the
-    window is at most half of the window before plus every byte the ACK acknowledged.
+    window is at most half of the window before plus every byte the ACK acknowledged (so
+    also a reduction shallower than half the window before the ACK).
     """
     name = "ngtcp2-reno-acked-before-congestion-event"
-    invariants = frozenset({"growth-in-recovery", "missing-reduction"})
+    invariants = frozenset({"growth-in-recovery", "missing-reduction", "shallow-reduction"})
     rule = "lib/ngtcp2_rtb.c:912-935, 954-967; lib/ngtcp2_cc.c:119-172 (ngtcp2 1.25.0)"
     families = ("reno",)
 
@@ -237,6 +239,26 @@ class Ngtcp2RenoAckedBeforeCongestionEvent(Mechanism):
         ack, before, after = acks[-1], occ.before, occ.after
         halved = max((before.cwnd + ack.acked_bytes) >> 1, 2 * self.mds)
         return after.recovery_start_us == ack.t and after.ssthresh == after.cwnd and after.cwnd <= halved
+
+
+class AcksCreditedBeforeLosses(Mechanism):
+    """The connection hands the controller an ACK's newly acknowledged packets before it runs
+    loss detection for that ACK (quinn: connection/mod.rs:1503-1536, 1556, on_ack then
+    on_end_acks, then detect_lost_packets; aioquic: recovery.py:275-335, on_packet_acked
+    then _detect_loss), so the multiplicative decrease applies to the window the ACK has just
+    grown; RFC 9002 A.7's OnAckReceived detects losses first.  Explains a reduction shallower
+    than β of the window before the ACK only where the reduced window and ssthresh are at
+    most β of that window plus every byte the ACK acknowledged (one datagram of rounding)."""
+    name = "acks-credited-before-losses"
+    invariants = frozenset({"shallow-reduction"})
+    rule = "quinn-proto src/connection/mod.rs:1503-1536, 1556 (0.11.19); src/aioquic/quic/recovery.py:275-335 (1.7.2)"
+
+    def explains(self, occ: Occurrence) -> bool:
+        acked = sum(ev.acked_bytes for _, ev in occ.events if ev.kind == ACKED)
+        before, after = occ.before, occ.after
+        beta = 0.7 if self.family == "cubic" else 0.5       # RFC 9438 §4.6, RFC 9002 §7.3.2
+        reduced = min(after.cwnd, after.ssthresh if after.ssthresh is not None else after.cwnd)
+        return acked > 0 and reduced <= beta * (before.cwnd + acked) + self.mds
 
 
 class Ngtcp2RenoFriendlySwitch(Mechanism):
@@ -367,6 +389,27 @@ class PicoquicLossRateFilter(Mechanism):
         losses = [i for i, ev in occ.events if ev.kind == LOST]
         verdicts = dict(self.filtered)
         return all(verdicts.get(i, False) for i in losses)
+
+
+class PicoquicBetaSevenEighths(Mechanism):
+    """picoquic's CUBIC congestion event (cubic.c:28-29, 138, 168, 189-201): W_max is the
+    window, times 7/8 when it is below the last W_max (fast convergence, which applies on the
+    first event too: W_last_max starts at UINT64_MAX / send_mtu), and ssthresh = cwnd =
+    W_cubic(0) = 7/8 x W_max (PICOQUIC_CUBIC_BETA_ECN).  Explains a reduction shallower than
+    β = 0.7 only where the snapshots show exactly that: W_max at most the window before the
+    event (plus what the same instant's ACK added), and ssthresh 7/8 of it within a byte of
+    rounding -- a β of 0.9 planted in picoquic stays a violation."""
+    name = "picoquic-beta-seven-eighths"
+    invariants = frozenset({"shallow-reduction"})
+    rule = "picoquic/cubic.c:28-29, 138, 168, 189-201 (1.1.53.0)"
+    families = ("cubic",)
+
+    def explains(self, occ: Occurrence) -> bool:
+        before, after = occ.before, occ.after
+        if after.w_max is None or after.ssthresh is None:
+            return False
+        grown = before.cwnd + sum(ev.acked_bytes for _, ev in occ.events if ev.kind == ACKED)
+        return after.w_max <= grown + 1 and abs(after.ssthresh - after.w_max * 7 / 8) <= 2
 
 
 class PicoquicTimeoutCollapse(Mechanism):
@@ -802,8 +845,8 @@ class S2nEcnOnNewLargestOnly(Ngtcp2EcnOnNewLargestOnly):
 
 
 MECHANISMS = {m.name: m for m in (Ngtcp2DeliverySsthresh, Ngtcp2GapFillAck, Ngtcp2EcnOnNewLargestOnly,
-                                  Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch,
-                                  PicoquicLossRateFilter, PicoquicTimeoutCollapse, PicoquicHystartDelayExit,
+                                  Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch, AcksCreditedBeforeLosses,
+                                  PicoquicLossRateFilter, PicoquicBetaSevenEighths, PicoquicTimeoutCollapse, PicoquicHystartDelayExit,
                                   PicoquicSlowStartSeed, PicoquicEpochResetToAppLimited,
                                   PicoquicRecoveryByPacketNumber, PicoquicAppLimitedByTimestamp,
                                   AioquicFlightSizeSsthresh, AioquicIdleReset, AioquicRenoFriendlySwitch,

@@ -46,13 +46,11 @@ VARIANT_OPTIONS = {family: {k: v for k, v in oracle_option_values(family == "cub
 REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
 
 
-# Why trajectory-divergence stays waived wholesale for every deviation that names it: the
-# divergence is measured against the RFC 9438 oracle, which has no variant reproducing the
-# stack's deviations yet (issue #21, point 5); until it has, the differential cannot tell
-# one deviation's footprint from a bug's.  A divergence that follows a violation is never
-# waived (judge).
+# The reason listed for a trajectory-divergence tolerance without a trigger (`observed`):
+# none is left in the profiles, but a new stack's profile may start with one.
 DIVERGENCE_WHOLESALE = ("differential against the RFC 9438 oracle, which has no variant reproducing this "
-                        "deviation yet; a divergence that follows a violation is reported regardless")
+                        "deviation and no trigger limiting its excuse; a divergence that follows a "
+                        "violation is reported regardless")
 
 
 @dataclass
@@ -113,6 +111,7 @@ class Profile:
                 continue
             if name not in instances:
                 instances[name] = MECHANISMS[name](max_datagram_size)
+                instances[name].family = family
             for invariant in dev.get("explains", []):
                 if CATALOG[invariant].waivable:
                     out.setdefault(invariant, []).append((dev["id"], instances[name]))
@@ -197,10 +196,8 @@ def load_profile(recipe) -> Profile:
         variant, trigger = dev.get("variant", {}), dev.get("observed")
         if dev.get("family", "cubic") not in VARIANT_OPTIONS:
             raise SetupError(f"{path}: deviation {dev.get('id')!r}: family is cubic or reno")
-        if not isinstance(variant, dict) or any(
-                key not in VARIANT_OPTIONS["cubic"] and key not in VARIANT_OPTIONS["reno"]
-                or value not in VARIANT_OPTIONS["cubic"].get(key, VARIANT_OPTIONS["reno"].get(key, ()))
-                for key, value in variant.items()):
+        allowed = {**VARIANT_OPTIONS["reno"], **VARIANT_OPTIONS["cubic"]}
+        if not isinstance(variant, dict) or any(value not in allowed.get(key, ()) for key, value in variant.items()):
             raise SetupError(f"{path}: deviation {dev.get('id')!r}: variant is a table of oracle options: "
                              + "; ".join(f"{k} = {'|'.join(v)}" for k, v in VARIANT_OPTIONS["cubic"].items()))
         if variant and "trajectory-divergence" in dev.get("tolerates", []):
@@ -222,8 +219,9 @@ def load_profile(recipe) -> Profile:
     chosen = {}
     for dev in deviations:
         for key, value in dev.get("variant", {}).items():
-            if chosen.setdefault((key, dev.get("family")), (value, dev.get("id")))[0] != value:
-                raise SetupError(f"{path}: deviations {chosen[key, dev.get('family')][1]!r} and {dev.get('id')!r} set the oracle's "
+            first_value, first_id = chosen.setdefault((key, dev.get("family")), (value, dev.get("id")))
+            if first_value != value:
+                raise SetupError(f"{path}: deviations {first_id!r} and {dev.get('id')!r} set the oracle's "
                                  f"{key} differently")
     try:
         known = validate_known(data.get("known", []), str(path), CATALOG)

@@ -77,7 +77,7 @@ def lossy_flow() -> Flow:
 
 def test_catalog_entries_are_complete():
     required = {"future-recovery-start", "cwnd-below-minimum", "stuck-at-minimum", "missing-reduction",
-                "excess-reduction", "growth-in-recovery", "growth-while-app-limited", "idle-inflation",
+                "excess-reduction", "shallow-reduction", "growth-in-recovery", "growth-while-app-limited", "idle-inflation",
                 "ca-growth-bound", "ca-without-epoch", "ss-growth-bound", "persistent-congestion-ignored",
                 "numeric-error", "trajectory-divergence"}
     assert required <= set(CATALOG)
@@ -149,6 +149,29 @@ def test_excess_reduction_below_beta_and_without_signal():
         if ev.kind == ACKED and i == 15:
             return with_cwnd(snap, before.cwnd - MDS)
     assert "excess-reduction" in check(lossy_flow(), shrink_on_ack)
+
+
+def _reduce_to(factor, *, ssthresh=None):
+    """A perturbation: at the loss (and its ACK), cwnd becomes factor x the window before it;
+    ssthresh: another factor for ssthresh (default: the same)."""
+    held = {}
+    def perturb(i, ev, before, snap):
+        if ev.kind == LOST and before is not None and "t" not in held:
+            held.update(t=ev.t, cwnd=int(before.cwnd * factor),
+                        ssthresh=int(before.cwnd * (ssthresh if ssthresh is not None else factor)))
+        if held.get("t") == ev.t:
+            return snap._replace(cwnd=held["cwnd"], ssthresh=held["ssthresh"])
+    return perturb
+
+
+def test_shallow_reduction_above_beta():
+    """RFC 9438 §4.6 β_cubic = 0.7: a reduction to 0.9 (window and ssthresh) is shallow; the
+    oracle's 0.7 and a PRR-style step (cwnd still high, ssthresh at β) are not."""
+    assert check(flow_after_one_loss()) == set()
+    assert "shallow-reduction" in check(flow_after_one_loss(), _reduce_to(0.9))
+    assert "shallow-reduction" not in check(flow_after_one_loss(), _reduce_to(0.95, ssthresh=0.7))
+    # NewReno's β is 0.5: the 0.7 that passes for CUBIC is shallow for Reno
+    assert "shallow-reduction" in check(flow_after_one_loss(), _reduce_to(0.7), family="reno")
 
 
 def test_growth_in_recovery():

@@ -13,7 +13,7 @@ from ccdiff.build import ensure_built
 from ccdiff.cli import main
 from ccdiff.errors import SetupError
 from ccdiff.invariants import Checker, Finding, Truth
-from ccdiff.ledger import Ledger
+from ccdiff.ledger import ACKED, LOST, Ledger
 from ccdiff.mechanisms import MECHANISMS, Ngtcp2DeliverySsthresh, Ngtcp2RenoFriendlySwitch, Occurrence
 from ccdiff.paths import project_root
 from ccdiff.replay import replay
@@ -390,3 +390,40 @@ def test_picoquic_app_limited_by_timestamp_replays_the_send_time_rule():
     snap = Snapshot(12_000, 9_000, 0, "congestion_avoidance", None, 0, None, None)
     occ = lambda i: Occurrence("growth-while-app-limited", "growth-while-app-limited", i, 0, snap, snap, [])
     assert not m.explains(occ(2)) and m.explains(occ(5))
+
+
+# -- shallow-reduction (issue #21: a β of 0.78 planted in ngtcp2 passed every check) ---------
+
+def _snap(cwnd, ssthresh=None, w_max=None):
+    return Snapshot(cwnd, ssthresh, 0, "congestion_avoidance", None, None, w_max, None)
+
+
+def _occurrence(before, after, acked=0):
+    events = [(0, _resolved(LOST, 1_000, [(9, 0, MDS, False)]))]
+    if acked:
+        events.append((1, _resolved(ACKED, 1_000, [(pn, 0, MDS, False) for pn in range(acked // MDS)])))
+    return Occurrence("shallow-reduction", "above-beta", 0, 1_000, before, after, events)
+
+
+@pytest.mark.parametrize("family,reduced,explained", [
+    ("cubic", 0.7 * (24_000 + 3 * MDS), True),        # β of the window the ACK grew first
+    ("cubic", 0.8 * (24_000 + 3 * MDS), False),       # shallower than that too: a β bug
+    ("reno", 0.5 * (24_000 + 3 * MDS), True),
+    ("reno", 0.7 * (24_000 + 3 * MDS), False),
+])
+def test_acks_credited_before_losses_explains_beta_of_the_grown_window_only(family, reduced, explained):
+    mechanism = MECHANISMS["acks-credited-before-losses"](MDS)
+    mechanism.family = family
+    occ = _occurrence(_snap(24_000), _snap(int(reduced), int(reduced)), acked=3 * MDS)
+    assert mechanism.explains(occ) is explained
+    assert not mechanism.explains(_occurrence(_snap(24_000), _snap(int(reduced), int(reduced))))  # no ACK
+
+
+def test_picoquic_beta_seven_eighths_explains_its_rule_not_a_planted_beta():
+    """cubic.c: W_max = 7/8 x cwnd (fast convergence) and ssthresh = 7/8 x W_max: 0.766 of
+    the window (the examples' 53,248 -> 40,768 with W_max 46,592); a β of 0.9 is not that."""
+    mechanism = MECHANISMS["picoquic-beta-seven-eighths"](MDS)
+    before = _snap(53_248)
+    assert mechanism.explains(_occurrence(before, _snap(40_721, 40_768, 46_592.0)))
+    assert not mechanism.explains(_occurrence(before, _snap(47_923, 47_923, 53_248.0)))   # β 0.9
+    assert not mechanism.explains(_occurrence(before, _snap(40_721, 40_768, None)))     # no W_max
