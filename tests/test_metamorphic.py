@@ -167,6 +167,11 @@ PER_ACK_LINUX = ("Linux runs pkts_acked, the recovery exit at high_seq and cong_
                  "and tcp_is_cwnd_limited lets slow start grow while cwnd < 2 x max_packets_out "
                  "(include/net/tcp.h:1391-1403, profile cwnd-limited-per-window): split ACKs are a "
                  "different input; only documented deviations move")
+ACKS_FIRST_DEPTH = ("the stack credits an ACK frame's packets before it runs loss detection on that frame "
+                    "(quinn, aioquic: profile acks-before-losses; ngtcp2's Reno: reno-grows-before-loss), so "
+                    "its reduction starts from the window the frame just grew, a documented, mechanism-checked "
+                    "shallow-reduction; split, the frame that reveals the loss acknowledges fewer packets and "
+                    "the reduction stays within β of the window: only that documented deviation moves")
 KNOWN_STACK_CHANGES = {
     ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
     ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@6"}, PER_FRAME),
@@ -181,6 +186,12 @@ KNOWN_STACK_CHANGES = {
     ("ecn-small-window.jsonl", "linux"): ({"split-all-acks"}, PER_ACK_LINUX),
     ("quiche-undo-then-avoidance-entry.jsonl", "linux"): ({"split-all-acks", "split-ack@10"}, PER_ACK_LINUX),
     ("quiche-undo-then-avoidance-entry.jsonl", "linux-reno"): ({"split-all-acks", "split-ack@10"}, PER_ACK_LINUX),
+    ("app-limited-then-bulk.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("idle-restart.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("repeated-losses.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("death-spiral.jsonl", "quinn-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
+    ("death-spiral.jsonl", "aioquic-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
+    ("death-spiral.jsonl", "ngtcp2-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
     ("death-spiral.jsonl", "s2n-quic"): ({"split-all-acks", "split-ack@129"}, PER_FRAME_S2N),
     ("quiche-undo-then-avoidance-entry.jsonl", "s2n-quic"): ({"split-all-acks", "split-ack@10"}, PER_FRAME_S2N),
 }
