@@ -241,6 +241,35 @@ class Ngtcp2RenoAckedBeforeCongestionEvent(Mechanism):
         return after.recovery_start_us == ack.t and after.ssthresh == after.cwnd and after.cwnd <= halved
 
 
+class QuicheIdleShiftFirstSend(Mechanism):
+    """quiche's idle shift (src/recovery/congestion/cubic.rs:187-192, 0.30.0) moves
+    congestion_recovery_start_time forward on the first send after an idle period (to that
+    send's time since 0.26.1; by the gap since the last send before, the known death spiral),
+    and in_congestion_recovery is `sent_time <= congestion_recovery_start_time` (mod.rs:172):
+    a packet sent at or before the shifted start counts as sent in recovery, so its loss is no
+    new congestion event.  Explained only where every lost packet was sent at or before the
+    recovery start the stack reports and a send moved the stack's recovery start to that
+    value: a quiche that skips the reduction of any other loss (an emptied congestion_event,
+    bench/mutation.py quiche 359:5) stays a violation."""
+    name = "quiche-idle-shift-first-send"
+    invariants = frozenset({"missing-reduction"})
+    rule = "src/recovery/congestion/cubic.rs:187-192, mod.rs:172 (quiche 0.30.0)"
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.shifted = set()          # recovery starts a send moved the stack's to
+
+    def after_step(self, index: int, ev, before, after) -> None:
+        if ev.kind == SENT and before is not None and after.recovery_start_us is not None \
+                and after.recovery_start_us != before.recovery_start_us:
+            self.shifted.add(after.recovery_start_us)
+
+    def explains(self, occ: Occurrence) -> bool:
+        start = occ.before.recovery_start_us
+        lost = [p[1] for _, ev in occ.events if ev.kind == LOST for p in ev.packets]
+        return bool(lost) and start in self.shifted and max(lost) <= start
+
+
 class AcksCreditedBeforeLosses(Mechanism):
     """The connection hands the controller an ACK's newly acknowledged packets before it runs
     loss detection for that ACK (quinn: connection/mod.rs:1503-1536, 1556, on_ack then
@@ -846,6 +875,7 @@ class S2nEcnOnNewLargestOnly(Ngtcp2EcnOnNewLargestOnly):
 
 MECHANISMS = {m.name: m for m in (Ngtcp2DeliverySsthresh, Ngtcp2GapFillAck, Ngtcp2EcnOnNewLargestOnly,
                                   Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch, AcksCreditedBeforeLosses,
+                                  QuicheIdleShiftFirstSend,
                                   PicoquicLossRateFilter, PicoquicBetaSevenEighths, PicoquicTimeoutCollapse, PicoquicHystartDelayExit,
                                   PicoquicSlowStartSeed, PicoquicEpochResetToAppLimited,
                                   PicoquicRecoveryByPacketNumber, PicoquicAppLimitedByTimestamp,
