@@ -1,7 +1,8 @@
-"""Mutation score of a C stack's controller (issue #21 item 4).
+"""Mutation score of a stack's controller (issue #21 item 4): the C stacks and quiche.
 
-A small, fixed set of C mutation operators is applied, one change at a time, to the
-pinned source of a stack's controller file; each mutant is built with
+A small, fixed set of C mutation operators (C stacks), or cargo-mutants' mutants (quiche,
+below), is applied, one change at a time, to the pinned source of a stack's controller
+file; each mutant is built with
 `ccdiff build STACK --source` into a scratch build folder (bench/planted_bugs.py's
 path: the pinned builds are never touched) and judged against the pristine pinned
 build on the same inputs.
@@ -21,6 +22,15 @@ literals and preprocessor lines, #include and #define among them, are never muta
 Sites are sorted by position and every mutant has an id FILE:LINE:COL:OP:NEW (NEW is
 `!` for neg): the same pinned source and arguments always give the same mutants, the
 same --sample and the same table.
+
+Rust (quiche, src/recovery/congestion/cubic.rs): cargo-mutants is the generator only.
+`cargo mutants --list --json --file FILE` in the extracted pinned crate lists its mutants
+(function bodies replaced by a value of the return type, binary and unary operators
+swapped or deleted; #[cfg(test)] code is skipped); each becomes a Mutant with the id
+FILE:LINE:COL:cargo-mutants:NEW (NEW `delete` for a deletion) and is planted, built and
+judged exactly as a C mutant.  --functions takes cargo-mutants' function names
+(State::w_cubic, on_packet_acked).  Needs cargo-mutants (bench only, not the tests):
+cargo install --locked cargo-mutants; without it the Rust path exits 2 saying so.
 
 Judging (the issue's rule: a mutant is killed only by a finding the pristine build does
 not have on the same inputs):
@@ -80,8 +90,11 @@ from planted_bugs import REPLAY, Failed, ccdiff, judge, pristine_tree  # noqa: E
 
 from ccdiff.baseline import split_by_baseline  # noqa: E402
 
-# The controller file(s) of each C stack, inside the stack's source tree.
-STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",)}
+# The controller file(s) of each stack, inside the stack's source tree.
+STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",),
+               "quiche": ("src/recovery/congestion/cubic.rs",)}
+RUST_STACKS = {"quiche"}     # mutants from cargo-mutants, not the C operators
+CARGO_MUTANTS_HINT = "install with: cargo install --locked cargo-mutants"
 CONFORM_SCENARIOS = ("death-spiral", "idle-restart", "tail-loss", "persistent-congestion", "shallow-buffer")
 BEFORE_TRACES = ("death-spiral.jsonl", "idle-restart.jsonl")   # the two original examples
 REPLAY_TIMEOUT = 30       # s, all examples; the pristine build takes about 1 s
@@ -199,10 +212,11 @@ class Mutant:
     end: int
     old: str
     new: str
+    kind: str = ""   # cargo-mutants' genre (FnValue, BinaryOperator, UnaryOperator); "" for C
 
     @property
     def id(self) -> str:
-        new = "!" if self.operator == "neg" else self.new
+        new = "!" if self.operator == "neg" else self.new or "delete"
         return f"{Path(self.file).name}:{self.line}:{self.col}:{self.operator}:{new}"
 
     def apply(self, text: str) -> str:
@@ -312,6 +326,49 @@ def mutants(text: str, file: str, functions: list[str] | None = None,
 
 def functions_in(text: str) -> list[str]:
     return [name for _, _, name in function_spans(tokenize(text))]
+
+
+# ---------------------------------------------------------------- Rust: cargo-mutants
+
+
+def cargo_mutants_listing(source: Path, files: tuple[str, ...]) -> list[dict]:
+    """`cargo mutants --list --json` of the given files of the crate at `source` (no build)."""
+    if shutil.which("cargo-mutants") is None:
+        raise BadInput(f"cargo-mutants not found: {CARGO_MUTANTS_HINT}")
+    args = ["cargo", "mutants", "--list", "--json", "--no-config", "-d", str(source)]
+    for file in files:
+        args += ["--file", file]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        raise Failed(f"cargo mutants --list exit {done.returncode}: {tail}")
+    return json.loads(done.stdout)
+
+
+def _offset(line_starts: list[int], position: dict) -> int:
+    """cargo-mutants' 1-based line and column (in characters) as an offset in the text."""
+    return line_starts[position["line"] - 1] + position["column"] - 1
+
+
+def rust_mutants(listing: list[dict], texts: dict[str, str], functions: list[str] | None = None) -> list[Mutant]:
+    """cargo-mutants' listed mutants of the files in `texts` as Mutants (the span of the
+    text it replaces and the replacement), sorted by position then replacement; only in
+    the named functions (cargo-mutants' names, State::w_cubic) when `functions` is given."""
+    out = {}
+    for entry in listing:
+        file = entry["file"]
+        if file not in texts:
+            continue
+        function = (entry.get("function") or {}).get("function_name", "")
+        if functions is not None and function not in functions:
+            continue
+        text = texts[file]
+        line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        start, end = _offset(line_starts, entry["span"]["start"]), _offset(line_starts, entry["span"]["end"])
+        mutant = Mutant(file, function, entry["span"]["start"]["line"], entry["span"]["start"]["column"],
+                        "cargo-mutants", start, end, text[start:end], entry["replacement"], entry["genre"])
+        out.setdefault(mutant.id, mutant)
+    return sorted(out.values(), key=lambda m: (m.file, m.start, m.end, m.new))
 
 
 def choose(all_mutants: list[Mutant], sample: int | None, seed: int) -> list[Mutant]:
@@ -465,7 +522,10 @@ def split_identical(column: dict, mutant: Mutant, coverage: dict | None) -> None
     if coverage is None:
         column["identical"] = "not-split"
         return
-    lines = coverage[mutant.file]
+    lines = coverage.get(mutant.file)
+    if lines is None:     # the coverage run does not report this file: reachability unknown
+        column["identical"] = "unknown"
+        return
     reached = nearest_instrumented(mutant.line, lines["covered"], lines["uncovered"])
     column["identical"] = "unreached" if reached is False else "other"
 
@@ -559,6 +619,7 @@ def tally(rows: list[dict], column: str) -> dict:
     built = [r for r in rows if r["build"] == "ok"]
     verdicts = Counter(r[column]["verdict"] for r in built)
     unreached = sum(r[column].get("identical") == "unreached" for r in built)
+    unknown = sum(r[column].get("identical") == "unknown" for r in built)
     crashed = sum(bool(r[column]["crash"]) for r in built)
     counted = len(built) - unreached
     killed = verdicts["killed"]
@@ -569,15 +630,15 @@ def tally(rows: list[dict], column: str) -> dict:
             "killed_by_conform_only": conform_only, "survived_reshuffled": reshuffled,
             "survived_visible": verdicts["survived-visible"],
             "survived_identical": verdicts["survived-identical"], "unreached": unreached,
-            "identical_other": verdicts["survived-identical"] - unreached,
+            "identical_other": verdicts["survived-identical"] - unreached - unknown, "identical_unknown": unknown,
             "score": round(killed / counted, 3) if counted else None}
 
 
 def survivors(rows: list[dict], column: str) -> dict:
-    """Counted survivors (not unreached) by operator and by function."""
+    """Counted survivors (not unreached) by operator (cargo-mutants' genre for Rust) and by function."""
     alive = [r for r in rows if r["build"] == "ok" and r[column]["verdict"] != "killed"
              and r[column].get("identical") != "unreached"]
-    return {"by_operator": dict(sorted(Counter(r["operator"] for r in alive).items())),
+    return {"by_operator": dict(sorted(Counter(r.get("kind") or r["operator"] for r in alive).items())),
             "by_function": dict(sorted(Counter(r["function"] or "(file scope)" for r in alive).items()))}
 
 
@@ -589,6 +650,8 @@ def render(spec: str, rows: list[dict], seeds: int, coverage: bool) -> str:
     for column in ("before", "after"):
         t = tally(rows, column)
         split = f"{t['unreached']} / {t['identical_other']}" if coverage else "not split"
+        if coverage and t.get("identical_unknown"):
+            split += f" / {t['identical_unknown']} unknown"
         score = f"{t['score']:.2f}" if t["score"] is not None else "-"
         lines.append(f"| {labels[column]} | {t['mutants']} | {t['build_errors']} | {t['killed']} ({t['crashed']}; "
                      f"{t['killed_by_conform_only']}) | {t['survived_visible']} ({t['survived_reshuffled']}) | "
@@ -613,16 +676,23 @@ class BadInput(Exception):
 def plan(stack: str, functions: list[str] | None, sample: int | None, seed: int, work: Path) -> list[Mutant]:
     """The mutants to run, from the pinned source, with clear errors for bad names."""
     if stack not in STACK_FILES:
-        raise BadInput(f"unknown stack {stack!r}: the C stacks with an operator set are {', '.join(STACK_FILES)}")
+        raise BadInput(f"unknown stack {stack!r}: the stacks with mutants are {', '.join(STACK_FILES)}")
+    if stack in RUST_STACKS and shutil.which("cargo-mutants") is None:
+        raise BadInput(f"cargo-mutants not found: {CARGO_MUTANTS_HINT}")
     _, source = pristine_tree(stack, work)
     texts = {file: (source / file).read_bytes().decode() for file in STACK_FILES[stack]}
+    listing = cargo_mutants_listing(source, STACK_FILES[stack]) if stack in RUST_STACKS else None
     if functions is not None:
-        known = {name for text in texts.values() for name in functions_in(text)}
+        known = ({(e.get("function") or {}).get("function_name", "") for e in listing} - {""}
+                 if listing is not None else {name for text in texts.values() for name in functions_in(text)})
         missing = [f for f in functions if f not in known]
         if missing:
             raise BadInput(f"no function {', '.join(missing)} in {', '.join(STACK_FILES[stack])} "
                            f"(known: {', '.join(sorted(known))})")
-    everything = [m for file, text in texts.items() for m in mutants(text, file, functions)]
+    if listing is not None:
+        everything = rust_mutants(listing, texts, functions)
+    else:
+        everything = [m for file, text in texts.items() for m in mutants(text, file, functions)]
     if sample is not None and sample < 1:
         raise BadInput("--sample must be at least 1")
     return choose(everything, sample, seed)
@@ -664,7 +734,8 @@ def main(argv=None) -> int:
                 chosen = [ids[i] for i in args.only]
             if args.list:
                 for m in chosen:
-                    print(f"{m.id:40} {m.function:40} {m.old!r} -> {m.new!r}")
+                    old = m.old if "\n" not in m.old else m.old.split("\n", 1)[0] + " ..."
+                    print(f"{m.id:40} {m.function:40} {old!r} -> {m.new!r}")
                 print(f"{len(chosen)} mutants")
                 return 0
             return campaign(args, chosen, work)

@@ -12,6 +12,7 @@ same path, no change) is identical.
 """
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -91,10 +92,52 @@ def test_the_statement_line_decides_unreached():
 
 
 def test_bad_input_is_one_line_and_exit_2(capsys):
-    assert mutation.main(["quiche", "--list"]) == 2
+    assert mutation.main(["quinn", "--list"]) == 2
     assert mutation.main(["ngtcp2", "--functions", "no_such_function", "--list"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "unknown stack 'quiche'" in err[0] and "no function no_such_function" in err[1]
+    assert len(err) == 2 and "unknown stack 'quinn'" in err[0] and "no function no_such_function" in err[1]
+
+
+# A listing recorded with `cargo mutants --Zmutate-file cargo-mutants-snippet.rs --json`
+# (cargo-mutants 27.1.0): its spans, replacements and diffs.
+FIXTURES = project_root() / "tests" / "fixtures"
+
+
+def test_a_recorded_cargo_mutants_listing_becomes_mutants():
+    text = (FIXTURES / "cargo-mutants-snippet.rs").read_text()
+    listing = json.loads((FIXTURES / "cargo-mutants-listing.json").read_text())
+    found = mutation.rust_mutants(listing, {"snippet.rs": text})
+    assert len(found) == len(listing) == 13            # the #[cfg(test)] module has none
+    assert found == sorted(found, key=lambda m: (m.start, m.end, m.new))
+    ids = [m.id for m in found]
+    assert len(set(ids)) == len(ids)
+    assert "cargo-mutants-snippet.rs" not in ids[0] and ids[:4] == [
+        "snippet.rs:5:5:cargo-mutants:-1.0", "snippet.rs:5:5:cargo-mutants:0.0",
+        "snippet.rs:5:5:cargo-mutants:1.0", "snippet.rs:5:9:cargo-mutants:+"]
+    by_id = {m.id: m for m in found}
+    body = by_id["snippet.rs:5:5:cargo-mutants:0.0"]
+    assert (body.function, body.kind, body.old) == ("w_cubic", "FnValue", "0.4 * (t - k).powi(3) + w_max")
+    assert body.apply(text).splitlines()[4] == "    0.0"
+    delete = by_id["snippet.rs:9:5:cargo-mutants:delete"]
+    assert (delete.old, delete.new, delete.kind) == ("!", "", "UnaryOperator")
+    assert delete.apply(text).splitlines()[8] == "    start.map_or(false, |s| sent <= s)"
+    # Every mutant's changed line is the one of cargo-mutants' own diff (less its marker comment).
+    for m, entry in zip(found, sorted(listing, key=lambda e: (e["span"]["start"]["line"], e["span"]["start"]["column"],
+                                                              e["span"]["end"]["line"], e["span"]["end"]["column"],
+                                                              e["replacement"]))):
+        added = [line[1:].replace(" /* ~ changed by cargo-mutants ~ */", "").replace("/* ~ changed by cargo-mutants ~ */", "")
+                 for line in entry["diff"].splitlines() if line.startswith("+") and not line.startswith("+++")]
+        assert added[0].rstrip() in m.apply(text).splitlines(), (m.id, added)
+    only = mutation.rust_mutants(listing, {"snippet.rs": text}, functions=["in_recovery"])
+    assert [m.new for m in only] == ["", "false", "true", ">"]
+    assert mutation.rust_mutants(listing, {"other.rs": text}) == []
+
+
+def test_the_rust_path_without_cargo_mutants_exits_2(capsys, monkeypatch):
+    monkeypatch.setattr(mutation.shutil, "which", lambda name: None)
+    assert mutation.main(["quiche", "--list"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("install with: cargo install --locked cargo-mutants"), err
 
 
 # ngtcp2 1.25.0 lib/ngtcp2_cc.c:424, in ngtcp2_cc_cubic_cc_on_ack_recv:
