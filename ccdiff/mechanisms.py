@@ -241,15 +241,24 @@ class Ngtcp2RenoAckedBeforeCongestionEvent(Mechanism):
         return after.recovery_start_us == ack.t and after.ssthresh == after.cwnd and after.cwnd <= halved
 
 
+def _lost_in_own_recovery(occ: Occurrence) -> bool:
+    """quiche's in_congestion_recovery (src/recovery/congestion/mod.rs:172): every lost packet
+    was sent at or before the recovery start the stack itself reports."""
+    start = occ.before.recovery_start_us
+    lost = [p[1] for _, ev in occ.events if ev.kind == LOST for p in ev.packets]
+    return bool(lost) and start is not None and max(lost) <= start
+
+
 class QuicheIdleShiftFirstSend(Mechanism):
     """quiche's idle shift (src/recovery/congestion/cubic.rs:187-192, 0.30.0) moves
     congestion_recovery_start_time forward on the first send after an idle period (to that
     send's time since 0.26.1; by the gap since the last send before, the known death spiral),
     and in_congestion_recovery is `sent_time <= congestion_recovery_start_time` (mod.rs:172):
-    a packet sent at or before the shifted start counts as sent in recovery, so its loss is no
-    new congestion event.  Explained only where every lost packet was sent at or before the
-    recovery start the stack reports and a send moved the stack's recovery start to that
-    value: a quiche that skips the reduction of any other loss (an emptied congestion_event,
+    a packet sent at or before quiche's start counts as sent in recovery, so its loss is no new
+    congestion event, although RFC 9002's timeline (which no idle moves) has a new one.
+    Explained only after a send has moved the stack's recovery start in this run, and only
+    where every lost packet was sent at or before the recovery start the stack reports: a
+    quiche that skips the reduction of any other loss (an emptied congestion_event,
     bench/mutation.py quiche 359:5) stays a violation."""
     name = "quiche-idle-shift-first-send"
     invariants = frozenset({"missing-reduction"})
@@ -257,17 +266,38 @@ class QuicheIdleShiftFirstSend(Mechanism):
 
     def __init__(self, max_datagram_size: int):
         super().__init__(max_datagram_size)
-        self.shifted = set()          # recovery starts a send moved the stack's to
+        self.shifted = False          # a send moved the stack's recovery start
 
     def after_step(self, index: int, ev, before, after) -> None:
-        if ev.kind == SENT and before is not None and after.recovery_start_us is not None \
-                and after.recovery_start_us != before.recovery_start_us:
-            self.shifted.add(after.recovery_start_us)
+        if ev.kind == SENT and before is not None and after.recovery_start_us != before.recovery_start_us:
+            self.shifted = True
 
     def explains(self, occ: Occurrence) -> bool:
-        start = occ.before.recovery_start_us
-        lost = [p[1] for _, ev in occ.events if ev.kind == LOST for p in ev.packets]
-        return bool(lost) and start in self.shifted and max(lost) <= start
+        return self.shifted and _lost_in_own_recovery(occ)
+
+
+class QuicheNoPersistentCongestion(Mechanism):
+    """quiche never declares persistent congestion (LegacyRecovery, src/recovery/congestion/
+    recovery.rs:531-569, 0.30.0: cloudflare/quiche#2680), so its recovery start survives one
+    that RFC 9002 B.8 clears; a loss of a packet sent before that start is then no new
+    congestion event for quiche (mod.rs:172).  The collapse it skips is reported as
+    persistent-congestion-ignored (a MUST, never waived); the reduction it skips afterwards is
+    explained only after a persistent congestion event in the run and only where every lost
+    packet was sent at or before the recovery start the stack reports."""
+    name = "quiche-no-persistent-congestion"
+    invariants = frozenset({"missing-reduction"})
+    rule = "src/recovery/congestion/recovery.rs:531-569, mod.rs:172 (quiche 0.30.0)"
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.declared = False
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == PERSISTENT_CONGESTION:
+            self.declared = True
+
+    def explains(self, occ: Occurrence) -> bool:
+        return self.declared and _lost_in_own_recovery(occ)
 
 
 class AcksCreditedBeforeLosses(Mechanism):
@@ -875,7 +905,7 @@ class S2nEcnOnNewLargestOnly(Ngtcp2EcnOnNewLargestOnly):
 
 MECHANISMS = {m.name: m for m in (Ngtcp2DeliverySsthresh, Ngtcp2GapFillAck, Ngtcp2EcnOnNewLargestOnly,
                                   Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch, AcksCreditedBeforeLosses,
-                                  QuicheIdleShiftFirstSend,
+                                  QuicheIdleShiftFirstSend, QuicheNoPersistentCongestion,
                                   PicoquicLossRateFilter, PicoquicBetaSevenEighths, PicoquicTimeoutCollapse, PicoquicHystartDelayExit,
                                   PicoquicSlowStartSeed, PicoquicEpochResetToAppLimited,
                                   PicoquicRecoveryByPacketNumber, PicoquicAppLimitedByTimestamp,
