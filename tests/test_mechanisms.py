@@ -13,7 +13,7 @@ from ccdiff.build import ensure_built
 from ccdiff.cli import main
 from ccdiff.errors import SetupError
 from ccdiff.invariants import Checker, Finding, Truth
-from ccdiff.ledger import ACKED, LOST, Ledger
+from ccdiff.ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT, Ledger
 from ccdiff.mechanisms import MECHANISMS, Ngtcp2DeliverySsthresh, Ngtcp2RenoFriendlySwitch, Occurrence
 from ccdiff.paths import project_root
 from ccdiff.replay import replay
@@ -427,3 +427,42 @@ def test_picoquic_beta_seven_eighths_explains_its_rule_not_a_planted_beta():
     assert mechanism.explains(_occurrence(before, _snap(40_721, 40_768, 46_592.0)))
     assert not mechanism.explains(_occurrence(before, _snap(47_923, 47_923, 53_248.0)))   # β 0.9
     assert not mechanism.explains(_occurrence(before, _snap(40_721, 40_768, None)))     # no W_max
+
+
+# -- quiche: its missed reductions are its own recovery start's, never a blanket waiver ---------
+# (a wholesale missing-reduction waiver hid a congestion_event emptied by a mutant, 359:5)
+
+def _quiche_loss(start, sent_at):
+    before = Snapshot(12_000, 8_400, 0, "congestion_avoidance", start, start, None, None)
+    after = before
+    lost = [(0, _resolved(LOST, 50_000, [(7, sent_at, MDS, False)]))]
+    return Occurrence("missing-reduction", "missing-reduction", 0, 50_000, before, after, lost)
+
+
+def test_quiche_idle_shift_explains_a_loss_inside_its_own_start_only_after_a_shift():
+    mechanism = MECHANISMS["quiche-idle-shift-first-send"](MDS)
+    inside = _quiche_loss(start=40_000, sent_at=40_000)     # sent at quiche's (shifted) start
+    assert not mechanism.explains(inside)                   # no send has moved the start yet
+    moved_before = Snapshot(12_000, 8_400, 0, "congestion_avoidance", 30_000, 30_000, None, None)
+    moved_after = moved_before._replace(recovery_start_us=40_000, epoch_start_us=40_000)
+    mechanism.after_step(5, _resolved(SENT, 40_000), moved_before, moved_after)
+    assert mechanism.explains(inside)
+    assert not mechanism.explains(_quiche_loss(start=40_000, sent_at=40_001))   # after it: a new event
+    assert not mechanism.explains(_quiche_loss(start=None, sent_at=10_000))     # no recovery at all
+
+
+def test_quiche_no_persistent_congestion_explains_only_after_one_was_declared():
+    mechanism = MECHANISMS["quiche-no-persistent-congestion"](MDS)
+    inside = _quiche_loss(start=40_000, sent_at=39_000)
+    assert not mechanism.explains(inside)
+    mechanism.observe(3, _resolved(PERSISTENT_CONGESTION, 45_000))
+    assert mechanism.explains(inside)
+    assert not mechanism.explains(_quiche_loss(start=40_000, sent_at=41_000))
+
+
+def test_quiche_profile_waives_missing_reduction_nowhere_wholesale():
+    profile = load_profile(load_recipes()["quiche"])
+    assert not profile.explaining("missing-reduction")
+    checked = {(w["invariant"], w["mechanism"]) for w in profile.checked_waivers()}
+    assert ("missing-reduction", "quiche-idle-shift-first-send") in checked
+    assert ("missing-reduction", "quiche-no-persistent-congestion") in checked
