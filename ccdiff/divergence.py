@@ -61,6 +61,10 @@ class Differential:
         self.triggers.observe(index, ev, before, after, truth)
         if not self.comparing:
             return
-        theirs = self.oracle.step(ev)
+        try:
+            theirs = self.oracle.step(ev)
+        except (ArithmeticError, ValueError):
+            self.comparing = False      # the reference cannot go on: nothing more to compare
+            return
         if ev.kind == ACKED:
             self.comparing = self.watch.compare(index, ev.t, after.cwnd, theirs.cwnd)

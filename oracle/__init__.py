@@ -7,4 +7,5 @@ from .base import GROWTH_MODES, RECOVERY_MODES
 from .cubic import Cubic, EPOCH_MODES, IDLE_MODES, RENO_FRIENDLY_MODES
 from .newreno import NewReno
 
-__all__ = ["Cubic", "NewReno", "IDLE_MODES", "EPOCH_MODES", "RENO_FRIENDLY_MODES", "GROWTH_MODES", "RECOVERY_MODES"]
+__all__ = ["Cubic", "NewReno", "IDLE_MODES", "EPOCH_MODES", "RENO_FRIENDLY_MODES", "GROWTH_MODES",
+           "RECOVERY_MODES"]

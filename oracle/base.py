@@ -24,7 +24,7 @@ class Controller:
     def __init__(self, max_datagram_size: int, initial_rtt_us: int, *, ecn: bool = True,
                  app_limited: bool = True, growth: str = "per-packet", recovery: str = "send-time"):
         # Variants a stack's profile selects to reproduce its documented deviations
-        # (profiles.Profile.reference_options), so its trajectory is compared with an oracle
+        # (ccdiff/profiles.py Profile.reference), so its trajectory is compared with an oracle
         # that does what the stack does on purpose:
         #   ecn=False          CE marks are no congestion signal (a stack that sends no ECT,
         #                      RFC 9000 §13.4, never sees one)
