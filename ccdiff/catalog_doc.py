@@ -30,8 +30,11 @@ def render() -> str:
            "deviation, whether or not the mechanism happened in that trace. Left only where no "
            "mechanism expresses the deviation yet, with the reason in `why_wholesale`; "
            "`ccdiff stacks --waivers` lists every such waiver, stack by stack, with its reason, and "
-           "every mechanism-checked one. `trajectory-divergence` stays wholesale for every deviation "
-           "that names it until the oracle has variants reproducing the stacks' deviations.", "",
+           "every mechanism-checked one.",
+           "- **trajectory-divergence** is compared with the oracle configured with the stack's "
+           "`variant`s (its deviations made executable); a deviation the oracle cannot run yet "
+           "excuses a divergence only when its trigger (`observed`, ccdiff/triggers.py) occurred at "
+           "or before it. No stack waives it wholesale (docs/detection-power.md).", "",
            "Neither applies to an invariant that is not waivable. The mechanisms:", "",
            "| mechanism | explains | upstream rule |", "|---|---|---|"]
     for m in MECHANISMS.values():
