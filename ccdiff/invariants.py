@@ -159,6 +159,39 @@ CATALOG = {inv.id: inv for inv in [
               "adapter reports an epoch at all (one has been reported earlier in the run); the RFC "
               "describes the curve without a keyword, so a profile may document it.",
               True, "descriptive", "RFC 9438 §4.8"),
+    Invariant("k-mismatch", "K does not take the window from the epoch's cwnd to W_max",
+              "RFC 9438 §4.2 (Eq. 2), §5.1",
+              "K is the time period that the above function takes to increase the congestion window size "
+              "at the beginning of the current congestion avoidance stage to W_max if there are no further "
+              "congestion events and is calculated using the following equation:",
+              "Where W_cubic(t) uses a K (the first congestion-avoidance ACK after a CUBIC stack computed "
+              "it), the snapshot's K must be the cube root of (W_max - cwnd_epoch) / C in segments and "
+              "seconds, with C = 0.4 (RFC 9438 §5.1: \"C SHOULD be set to 0.4\"), the stack's own W_max, "
+              "and as cwnd_epoch the window (or slow-start threshold) when K was computed; 0 (or the "
+              "negative root) when the window is already at or above W_max. A "
+              "wrong K puts the plateau of W_cubic(t) at the wrong time: the window then follows "
+              "another curve, which no growth bound notices while it stays under 1.5 x cwnd per RTT. "
+              "The tolerance (1% of K plus 5 ms) covers fixed-point K (ngtcp2's 1/1024 s, Linux's "
+              "approximated cube root).",
+              True, "descriptive", "RFC 9438 §4.2",
+              (("where cwnd_epoch is the congestion window at the beginning of the current congestion "
+                "avoidance stage.", "RFC 9438 §4.2"),)),
+    Invariant("w-max-mismatch", "W_max after a congestion event is neither the window nor its fast-convergence value",
+              "RFC 9438 §4.7; §4.1.2",
+              "With Fast Convergence, when a congestion event occurs, W_max is updated as follows, before the "
+              "window reduction described in Section 4.6.",
+              "On a new congestion event a CUBIC stack's W_max becomes the window just before the reduction, "
+              "or, with fast convergence and a window below the previous W_max, that window times "
+              "(1 + β_cubic) / 2 = 0.85 (RFC 9438 §4.7). A W_max set from anything else puts the "
+              "plateau of the next W_cubic(t) at the wrong height: the window then follows another curve, "
+              "which no growth bound notices. One datagram of rounding is allowed (Linux and picoquic count "
+              "W_max in whole segments). Fast convergence SHOULD be implemented but SHOULD be disabled "
+              "for a single flow, so both values pass.",
+              True, "descriptive", "RFC 9438 §4.7",
+              (("Size of cwnd in segments just before cwnd was reduced in the last congestion event when "
+                "fast convergence is disabled (same as cwnd_prior on a congestion event). However, if fast "
+                "convergence is enabled, W_max may be further reduced based on the current saturation "
+                "point.", "RFC 9438 §4.1.2"),)),
     Invariant("ss-growth-bound", "Slow-start growth beyond the bytes acknowledged",
               "RFC 9002 §7.3.1",
               "While a sender is in slow start, the congestion window increases by the number of bytes "
@@ -202,6 +235,13 @@ CATALOG = {inv.id: inv for inv in [
               "or before the divergence began; after an earlier violation it is that violation's "
               "consequence.", True, "differential"),
 ]}
+
+# k-mismatch: C in segments / s^3 (RFC 9438 §5.1, "C SHOULD be set to 0.4"), and how far a
+# stack's K may be from Eq. 2: fixed-point K (ngtcp2 and Linux count 1/1024 s and approximate
+# the cube root; 0.8 and 2.7 ms off at K = 3.1 s) passes, a C or a β off by a few percent not.
+CUBIC_C = 0.4
+K_TOLERANCE = 0.01
+K_SLACK_S = 0.005
 
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
 NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
@@ -382,6 +422,7 @@ class Checker:
         # ca-without-epoch: only for a stack whose adapter has reported an epoch in this run
         # (Reno stacks and adapters without an epoch field never do).
         self.reports_epoch = False
+        self.k_basis = None          # k-mismatch: candidate cwnd_epoch of a K not judged yet
 
     def flag(self, invariant: str, index: int, t: int, detail: str, occurrence=None, onset=None) -> None:
         """One occurrence.  occurrence: a callable returning its Occurrence, for invariants a
@@ -451,6 +492,10 @@ class Checker:
                  f"cwnd {cwnd} after persistent congestion, minimum window is {self.floor}")
         if before is None:
             return
+        if self.time_based and after.k_us != before.k_us:
+            # cwnd_epoch is one of the windows around the event that computed K (judge_k).
+            self.k_basis = None if after.k_us is None else \
+                {w for w in (after.cwnd, after.ssthresh, before.cwnd) if w is not None}
         if kind == ACKED and ev.spurious:
             # RFC 9438 §4.9: an undo restores the window from before the loss; growth
             # across it says nothing about W_cubic(t) after an idle period.
@@ -542,6 +587,8 @@ class Checker:
         if new_event:
             if grew < 0:
                 self.judge_depth(index, t, before, after, events, occurrence)
+                if self.time_based:
+                    self.judge_w_max(index, t, before, after, occurrence)
             if before.cwnd > self.floor and grew >= 0:
                 self.missed_period = t
                 self.late_entered = False
@@ -573,6 +620,50 @@ class Checker:
                       f"x {base} + {self.mds} (the larger of the window and the {flight} bytes in flight)",
                       occurrence("shallow-reduction", "above-beta"))
 
+    def judge_w_max(self, index, t, before, after, occurrence) -> None:
+        """w-max-mismatch: on a new congestion event's reduction, W_max is the window before it,
+        or 0.85 of it when that window is below the previous W_max (RFC 9438 §4.7), within a
+        datagram.  Only for stacks that report W_max, and only where it changed: a stack that
+        keeps W_max until the next epoch (aioquic, Linux) is judged when it sets it."""
+        if after.w_max is None or after.w_max == before.w_max:
+            return
+        prior = before.cwnd
+        allowed = [prior]
+        if before.w_max is not None and prior < before.w_max:
+            allowed.append(prior * (1 + self.beta) / 2)
+        if any(abs(after.w_max - w) <= self.mds for w in allowed):
+            return
+        fc = f" or {allowed[1]:.0f} (fast convergence: below the previous W_max {before.w_max:.0f})" if len(allowed) > 1 else ""
+        self.flag("w-max-mismatch", index, t,
+                  f"W_max {before.w_max} -> {after.w_max:.0f} on a congestion event with cwnd {prior} -> "
+                  f"{after.cwnd}: expected {prior}{fc}, within {self.mds} bytes",
+                  occurrence("w-max-mismatch", "w-max-mismatch"))
+
+    def judge_k(self, index, t, before, after) -> None:
+        """k-mismatch, judged once per K where W_cubic(t) uses it: at the first ACK the stack
+        handles in congestion avoidance after computing it (K computed inside an ACK that then
+        reveals a loss is recomputed before use by aioquic; a K left stale by a persistent
+        congestion is reset at quinn's next epoch).  K must be RFC 9438 Eq. 2's cube root of
+        (W_max - cwnd_epoch) / C in segments and seconds, with the W_max of now and, as
+        cwnd_epoch, a window around the event that computed K (self.k_basis: the window or
+        threshold after it, or the window before it, for a stack that computes K at the first
+        ACK of the stage before crediting it).  K = 0 or the negative root when the window is
+        at or above W_max (Linux and quiche clamp to 0, the equation gives the root)."""
+        candidates, self.k_basis = self.k_basis, None
+        if after.w_max is None or not after.w_max > 0 or after.k_us is None:
+            return
+        k = after.k_us / 1e6
+        expected = [math.copysign(abs(after.w_max - w) / self.mds / CUBIC_C, after.w_max - w) for w in candidates]
+        expected = [math.copysign(abs(x) ** (1 / 3), x) for x in expected]
+        if any(abs(k - e) <= K_TOLERANCE * abs(e) + K_SLACK_S or (e < 0 and k == 0) for e in expected):
+            return
+        best = min(expected, key=lambda e: abs(k - e))
+        self.flag("k-mismatch", index, t,
+                  f"K = {k:.4f} s with W_max = {after.w_max:.0f} bytes, but no window the stack had here "
+                  f"({', '.join(str(w) for w in sorted(candidates))} bytes) gives it: the closest is "
+                  f"{best:.4f} s (RFC 9438 Eq. 2, C = {CUBIC_C}, {self.mds}-byte segments)",
+                  lambda: Occurrence("k-mismatch", "k-mismatch", index, t, before, after, []))
+
     def check_ack(self, index, ev, before, after, truth, grew) -> None:
         t, flag = ev.t, self.flag
         acked = ev.acked_bytes
@@ -599,6 +690,8 @@ class Checker:
             flag("ca-growth-bound", index, t,
                  f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
                  f"(at most {acked // 2} + {self.mds})")
+        if self.k_basis and after.phase == CONGESTION_AVOIDANCE:
+            self.judge_k(index, t, before, after)
         if (grew > 0 and self.time_based and self.reports_epoch and before.phase == CONGESTION_AVOIDANCE
                 and after.epoch_start_us is None):
             flag("ca-without-epoch", index, t,

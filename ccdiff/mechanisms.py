@@ -300,6 +300,15 @@ class QuicheNoPersistentCongestion(Mechanism):
         return self.declared and _lost_in_own_recovery(occ)
 
 
+def w_max_from_window(w_max, low: float, high: float, factor: float, mds: int) -> bool:
+    """W_max is a window between low and high (the window before the event and what the same
+    instant's ACK may have added to it), or that times the stack's fast-convergence factor,
+    within a datagram (RFC 9438 §4.7, w-max-mismatch's rounding)."""
+    if w_max is None:
+        return False
+    return any(lo - mds <= w_max <= hi + mds for lo, hi in ((low, high), (low * factor, high * factor)))
+
+
 class AcksCreditedBeforeLosses(Mechanism):
     """The connection hands the controller an ACK's newly acknowledged packets before it runs
     loss detection for that ACK (quinn: connection/mod.rs:1503-1536, 1556, on_ack then
@@ -307,17 +316,55 @@ class AcksCreditedBeforeLosses(Mechanism):
     then _detect_loss), so the multiplicative decrease applies to the window the ACK has just
     grown; RFC 9002 A.7's OnAckReceived detects losses first.  Explains a reduction shallower
     than β of the window before the ACK only where the reduced window and ssthresh are at
-    most β of that window plus every byte the ACK acknowledged (one datagram of rounding)."""
+    most β of that window plus every byte the ACK acknowledged (one datagram of rounding), and
+    a W_max (w-max-mismatch) taken from that grown window: between the window before the ACK
+    and it plus the acknowledged bytes, or 0.85 of that (fast convergence, RFC 9438 §4.7)."""
     name = "acks-credited-before-losses"
-    invariants = frozenset({"shallow-reduction"})
+    invariants = frozenset({"shallow-reduction", "w-max-mismatch"})
     rule = "quinn-proto src/connection/mod.rs:1503-1536, 1556 (0.11.19); src/aioquic/quic/recovery.py:275-335 (1.7.2)"
 
     def explains(self, occ: Occurrence) -> bool:
         acked = sum(ev.acked_bytes for _, ev in occ.events if ev.kind == ACKED)
         before, after = occ.before, occ.after
+        if occ.invariant == "w-max-mismatch":
+            return acked > 0 and w_max_from_window(after.w_max, before.cwnd, before.cwnd + acked,
+                                                   (1 + 0.7) / 2, self.mds)
         beta = 0.7 if self.family == "cubic" else 0.5       # RFC 9438 §4.6, RFC 9002 §7.3.2
         reduced = min(after.cwnd, after.ssthresh if after.ssthresh is not None else after.cwnd)
         return acked > 0 and reduced <= beta * (before.cwnd + acked) + self.mds
+
+
+class KFromWMax(Mechanism):
+    """RFC 8312's K = cbrt(W_max x (1 - β) / C), which assumes the stage starts at β x W_max
+    (quinn: cubic.rs:36-40, computed at the congestion event, 189-197).  After fast
+    convergence (W_max = 0.85 x cwnd, below the window the reduction starts from) that is
+    not RFC 9438 Eq. 2's cbrt((W_max - cwnd_epoch) / C).  Explains a k-mismatch only where
+    the snapshot's K is that expression of its own W_max, within k-mismatch's tolerance: a
+    C or β slip in quinn's K stays a violation."""
+    name = "k-from-w-max"
+    invariants = frozenset({"k-mismatch"})
+    rule = "quinn-proto src/congestion/cubic.rs:36-40, 189-197 (0.11.19)"
+    families = ("cubic",)
+    beta = 0.7
+
+    def explains(self, occ: Occurrence) -> bool:
+        from .invariants import CUBIC_C, K_SLACK_S, K_TOLERANCE   # one tolerance for both
+        after = occ.after
+        if after.w_max is None or after.k_us is None:
+            return False
+        expected = (after.w_max / self.mds * (1 - self.beta) / CUBIC_C) ** (1 / 3)   # RFC 8312 Eq. 2
+        return abs(after.k_us / 1e6 - expected) <= K_TOLERANCE * expected + K_SLACK_S
+
+
+class PicoquicKFromWMax(KFromWMax):
+    """picoquic's cubic_enter_avoidance: K = cubic_root(W_max x (1 - 7/8) / C) (cubic.c:138),
+    which is Eq. 2 where the stage starts at W_cubic(0) = 7/8 x W_max (every congestion event,
+    cubic.c:189-201) but not after a spurious-loss undo (cubic_correct_spurious, cubic.c:214-228):
+    W_max is restored to W_last_max and the window to W_cubic(now) of the restored epoch, and
+    K is recomputed from W_max alone.  Explains a K that is exactly that expression."""
+    name = "picoquic-k-from-w-max"
+    rule = "picoquic/cubic.c:138, 214-228 (1.1.53.0)"
+    beta = 7 / 8
 
 
 class Ngtcp2RenoFriendlySwitch(Mechanism):
@@ -457,9 +504,10 @@ class PicoquicBetaSevenEighths(Mechanism):
     W_cubic(0) = 7/8 x W_max (PICOQUIC_CUBIC_BETA_ECN).  Explains a reduction shallower than
     β = 0.7 only where the snapshots show exactly that: W_max at most the window before the
     event (plus what the same instant's ACK added), and ssthresh 7/8 of it within a byte of
-    rounding -- a β of 0.9 planted in picoquic stays a violation."""
+    rounding -- a β of 0.9 planted in picoquic stays a violation.  Explains a W_max
+    (w-max-mismatch) that is that window or 7/8 of it."""
     name = "picoquic-beta-seven-eighths"
-    invariants = frozenset({"shallow-reduction"})
+    invariants = frozenset({"shallow-reduction", "w-max-mismatch"})
     rule = "picoquic/cubic.c:28-29, 138, 168, 189-201 (1.1.53.0)"
     families = ("cubic",)
 
@@ -468,6 +516,8 @@ class PicoquicBetaSevenEighths(Mechanism):
         if after.w_max is None or after.ssthresh is None:
             return False
         grown = before.cwnd + sum(ev.acked_bytes for _, ev in occ.events if ev.kind == ACKED)
+        if occ.invariant == "w-max-mismatch":
+            return w_max_from_window(after.w_max, before.cwnd, grown, 7 / 8, self.mds)
         return after.w_max <= grown + 1 and abs(after.ssthresh - after.w_max * 7 / 8) <= 2
 
 
@@ -881,6 +931,40 @@ class S2nRenoFriendlySet(Mechanism):
         return after.cwnd < before.cwnd and abs(after.cwnd - w_est) <= 0.01 * w_est
 
 
+class S2nFastConvergenceRfc8312(Mechanism):
+    """s2n-quic's fast convergence is RFC 8312 §4.6's: W_max is reduced to 0.85 of the window
+    when that window is below W_last_max, the *unreduced* window of the previous congestion
+    event (cubic.rs:790-824), where RFC 9438 §4.7 compares with W_max, which fast convergence
+    may already have reduced.  A window between the two (below the last event's window, above
+    0.85 of it) gets 0.85 in s2n and the window itself in RFC 9438.  Explains a W_max
+    (w-max-mismatch) that is 0.85 x the window before the event only where that window is
+    below the window before the previous event whose W_max it saw (reset to none by a
+    persistent congestion, which zeroes W_last_max, cubic.rs:742-743)."""
+    name = "s2n-fast-convergence-rfc8312"
+    invariants = frozenset({"w-max-mismatch"})
+    rule = "src/recovery/cubic.rs:790-824, 742-743 (s2n-quic-core 0.91.0)"
+    families = ("cubic",)
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.events = []     # (index, window before it) of each reduction that set W_max
+
+    def after_step(self, index: int, ev, before, after) -> None:
+        if before is None:
+            return
+        if ev.kind == PERSISTENT_CONGESTION or after.w_max == 0:    # cubic.rs:742-743
+            self.events.clear()
+        elif after.w_max != before.w_max and after.cwnd < before.cwnd:
+            self.events = self.events[-1:] + [(index, before.cwnd)]
+
+    def explains(self, occ: Occurrence) -> bool:
+        earlier = [window for index, window in self.events if index < occ.index]
+        prior = occ.before.cwnd
+        if not earlier or not prior < earlier[-1] or occ.after.w_max is None:
+            return False
+        return abs(occ.after.w_max - max(prior * (1 + 0.7) / 2, 2 * self.mds)) <= self.mds
+
+
 class S2nEcnOnNewLargestOnly(Ngtcp2EcnOnNewLargestOnly):
     """s2n-quic processes an ACK frame's ECN counts only when the frame's largest
     acknowledged is at least the largest acknowledged so far (s2n-quic-transport
@@ -904,11 +988,11 @@ class S2nEcnOnNewLargestOnly(Ngtcp2EcnOnNewLargestOnly):
 
 
 MECHANISMS = {m.name: m for m in (Ngtcp2DeliverySsthresh, Ngtcp2GapFillAck, Ngtcp2EcnOnNewLargestOnly,
-                                  Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch, AcksCreditedBeforeLosses,
+                                  Ngtcp2RenoAckedBeforeCongestionEvent, Ngtcp2RenoFriendlySwitch, AcksCreditedBeforeLosses, KFromWMax, PicoquicKFromWMax,
                                   QuicheIdleShiftFirstSend, QuicheNoPersistentCongestion,
                                   PicoquicLossRateFilter, PicoquicBetaSevenEighths, PicoquicTimeoutCollapse, PicoquicHystartDelayExit,
                                   PicoquicSlowStartSeed, PicoquicEpochResetToAppLimited,
                                   PicoquicRecoveryByPacketNumber, PicoquicAppLimitedByTimestamp,
                                   AioquicFlightSizeSsthresh, AioquicIdleReset, AioquicRenoFriendlySwitch,
-                                  S2nUnderUtilized, S2nRecoveryByState, S2nRenoFriendlySet,
+                                  S2nUnderUtilized, S2nRecoveryByState, S2nRenoFriendlySet, S2nFastConvergenceRfc8312,
                                   S2nEcnOnNewLargestOnly)}

@@ -78,7 +78,7 @@ def lossy_flow() -> Flow:
 def test_catalog_entries_are_complete():
     required = {"future-recovery-start", "cwnd-below-minimum", "stuck-at-minimum", "missing-reduction",
                 "excess-reduction", "shallow-reduction", "growth-in-recovery", "growth-while-app-limited", "idle-inflation",
-                "ca-growth-bound", "ca-without-epoch", "ss-growth-bound", "persistent-congestion-ignored",
+                "ca-growth-bound", "ca-without-epoch", "k-mismatch", "w-max-mismatch", "ss-growth-bound", "persistent-congestion-ignored",
                 "numeric-error", "trajectory-divergence"}
     assert required <= set(CATALOG)
     for inv in CATALOG.values():
@@ -172,6 +172,74 @@ def test_shallow_reduction_above_beta():
     assert "shallow-reduction" not in check(flow_after_one_loss(), _reduce_to(0.95, ssthresh=0.7))
     # NewReno's β is 0.5: the 0.7 that passes for CUBIC is shallow for Reno
     assert "shallow-reduction" in check(flow_after_one_loss(), _reduce_to(0.7), family="reno")
+
+
+def _scale_new_k(factor):
+    """A perturbation: the stack's K times factor, from the snapshot that computes it on."""
+    def perturb(i, ev, before, snap):
+        if snap.k_us is not None:
+            return snap._replace(k_us=snap.k_us * factor)
+    return perturb
+
+
+def test_k_mismatch_checks_each_new_k_against_eq_2():
+    """RFC 9438 Eq. 2, K = cbrt((W_max - cwnd_epoch) / C), C = 0.4: a K 3.5% off (ngtcp2's
+    `* 10 / 4` planted as `* 9 / 4`) is flagged; fixed-point rounding (0.5%) and a K of 0 for a
+    stage that starts at or above W_max are not; Reno has no K."""
+    flow = lossy_flow()    # K is judged where it is used: a congestion-avoidance ACK
+    assert "k-mismatch" in check(flow, _scale_new_k(1.035))
+    assert "k-mismatch" in check(flow, _scale_new_k(0.965))
+    assert "k-mismatch" not in check(flow, _scale_new_k(1.005))
+    assert "k-mismatch" not in check(flow, _scale_new_k(1.035), family="reno")
+
+    def start_above_w_max(i, ev, before, snap):
+        if snap.k_us is not None:
+            return snap._replace(w_max=min(snap.w_max, snap.cwnd - MDS), k_us=0.0)
+    assert "k-mismatch" not in check(flow, start_above_w_max)
+
+
+def test_k_mismatch_is_waivable_and_quotes_eq_2():
+    inv = CATALOG["k-mismatch"]
+    assert inv.waivable and inv.keyword == "descriptive" and "calculated using the following equation" in inv.quote
+
+
+def _set_w_max_at_loss(factor):
+    """A perturbation: at the loss (and its ACK), W_max = factor x the window before it."""
+    held = {}
+    def perturb(i, ev, before, snap):
+        if ev.kind == LOST and before is not None and "t" not in held:
+            held.update(t=ev.t, w_max=before.cwnd * factor)
+        if held.get("t") == ev.t:
+            return snap._replace(w_max=held["w_max"])
+    return perturb
+
+
+def test_w_max_mismatch_takes_the_window_or_its_fast_convergence_value():
+    """RFC 9438 §4.7: W_max is the window before the reduction, or 0.85 of it when that window is
+    below the previous W_max.  The first event has no previous W_max: 0.85 there (quiche's
+    `<` planted as `<=` on an equal one) and a W_max of 0.9 x cwnd (ngtcp2's 17/20 planted as
+    18/20) are flagged; a W_max a few bytes off (whole segments) is not; Reno has none."""
+    flow = flow_after_one_loss()
+    assert "w-max-mismatch" not in check(flow, _set_w_max_at_loss(1.0))
+    assert "w-max-mismatch" not in check(flow, _set_w_max_at_loss(1.02))
+    assert "w-max-mismatch" in check(flow, _set_w_max_at_loss(0.85))
+    assert "w-max-mismatch" in check(flow, _set_w_max_at_loss(0.9))
+    assert "w-max-mismatch" not in check(flow, _set_w_max_at_loss(0.9), family="reno")
+
+
+def test_w_max_mismatch_allows_fast_convergence_below_the_previous_w_max():
+    """With a previous W_max above the window (here 10 x cwnd before the loss), 0.85 of the
+    window passes and 0.8 of it does not."""
+    def with_previous_w_max(factor):
+        at_loss = _set_w_max_at_loss(factor)
+        def perturb(i, ev, before, snap):
+            if snap.w_max is None:
+                return snap._replace(w_max=10.0 * snap.cwnd)
+            return at_loss(i, ev, before, snap)
+        return perturb
+    flow = flow_after_one_loss()
+    assert "w-max-mismatch" not in check(flow, with_previous_w_max(0.85))
+    assert "w-max-mismatch" in check(flow, with_previous_w_max(0.80))
 
 
 def test_growth_in_recovery():

@@ -466,3 +466,86 @@ def test_quiche_profile_waives_missing_reduction_nowhere_wholesale():
     checked = {(w["invariant"], w["mechanism"]) for w in profile.checked_waivers()}
     assert ("missing-reduction", "quiche-idle-shift-first-send") in checked
     assert ("missing-reduction", "quiche-no-persistent-congestion") in checked
+
+
+# -- quinn: K from W_max alone (RFC 8312's K), explained where it is exactly that -------------
+
+def _k_occurrence(w_max, k_s):
+    before = _snap(10_920, None, 10_920.0)
+    after = Snapshot(7_643, 7_643, 0, "recovery", None, None, w_max, k_s * 1e6)
+    return Occurrence("k-mismatch", "k-mismatch", 0, 1_000, before, after, [])
+
+
+def test_k_from_w_max_explains_quinns_k_not_a_planted_c():
+    """quinn's cubic_k: K = cbrt(W_max / MDS x (1 - 0.7) / 0.4), death-spiral's numbers after
+    fast convergence (W_max 9,282 = 0.85 x 10,920): 1.7968 s where Eq. 2 gives 1.5058 s.  A K
+    from C = 4/11 (3.2% longer) is not quinn's rule."""
+    mechanism = MECHANISMS["k-from-w-max"](MDS)
+    quinn_k = (9_282 / MDS * 0.3 / 0.4) ** (1 / 3)
+    assert abs(quinn_k - 1.7968) < 1e-3
+    assert mechanism.explains(_k_occurrence(9_282.0, quinn_k))
+    assert not mechanism.explains(_k_occurrence(9_282.0, quinn_k * (11 / 10) ** (1 / 3)))
+    assert not mechanism.explains(_k_occurrence(9_282.0, 1.5058))   # Eq. 2's K never needs it
+    assert not mechanism.explains(_k_occurrence(None, quinn_k))
+
+
+def test_quinns_k_after_fast_convergence_is_an_explained_deviation_on_the_examples():
+    ensure_built("quinn")
+    result = replay(load_trace(str(project_root() / "examples" / "death-spiral.jsonl")), ["quinn"])
+    (finding,) = [f for f in result.findings if f.invariant == "k-mismatch"]
+    assert finding.status == "deviation" and finding.explained_by == ("k-from-w-max",)
+
+
+def _w_max_occurrence(before_cwnd, w_max, acked=0):
+    occ = _occurrence(_snap(before_cwnd), _snap(int(0.7 * before_cwnd), int(0.7 * before_cwnd), w_max), acked)
+    occ.invariant = occ.cause = "w-max-mismatch"
+    return occ
+
+
+def test_w_max_from_the_grown_window_or_picoquics_seven_eighths_only():
+    """quinn and aioquic credit the ACK first: W_max = 48,000 + the 2,400 bytes acked =
+    50,400 (the examples' first loss); picoquic's W_max = 7/8 x 53,248 = 46,592 (fast
+    convergence by 7/8 from the first event).  A W_max above the grown window, or 0.75 of it,
+    is neither rule."""
+    credited = MECHANISMS["acks-credited-before-losses"](MDS)
+    assert credited.explains(_w_max_occurrence(48_000, 50_400.0, acked=2 * MDS))
+    assert credited.explains(_w_max_occurrence(48_000, 0.85 * 50_400, acked=2 * MDS))
+    assert not credited.explains(_w_max_occurrence(48_000, 50_400.0))                  # no ACK
+    assert not credited.explains(_w_max_occurrence(48_000, 54_000.0, acked=2 * MDS))
+    assert not credited.explains(_w_max_occurrence(48_000, 0.75 * 48_000, acked=2 * MDS))
+    picoquic = MECHANISMS["picoquic-beta-seven-eighths"](MDS)
+    assert picoquic.explains(_w_max_occurrence(53_248, 46_592.0))
+    assert picoquic.explains(_w_max_occurrence(53_248, 53_248.0))
+    assert not picoquic.explains(_w_max_occurrence(53_248, 0.85 * 0.85 * 53_248))
+
+
+def test_picoquic_k_from_w_max_uses_its_seven_eighths():
+    """cubic.c:138: K = cbrt(W_max x (1 - 7/8) / C); after an undo (blackout scenario, seed 0)
+    W_max 6,223 gives 1.1770 s, where quinn's 0.7 would give 1.6623 s."""
+    picoquic = MECHANISMS["picoquic-k-from-w-max"](MDS)
+    assert picoquic.explains(_k_occurrence(6_223.0, 1.1770))
+    assert not picoquic.explains(_k_occurrence(6_223.0, (6_223 / MDS * 0.3 / 0.4) ** (1 / 3)))
+    assert not MECHANISMS["k-from-w-max"](MDS).explains(_k_occurrence(6_223.0, 1.1770))
+
+
+def test_s2n_fast_convergence_compares_with_the_previous_unreduced_window():
+    """RFC 8312's W_last_max: after an event at 31,626 bytes (W_max 0.85 x 31,626 = 26,882),
+    a window of 27,766 is below W_last_max but above W_max: s2n-quic reduces W_max to
+    0.85 x 27,766 = 23,601 (reordering scenario, seed 0), RFC 9438 keeps 27,766."""
+    mechanism = MECHANISMS["s2n-fast-convergence-rfc8312"](MDS)
+    lost = _resolved(LOST, 1_000, [(9, 0, MDS, False)])
+    first = (_snap(31_626, None, 26_000.0), _snap(22_138, 22_138, 26_882.0))
+    mechanism.after_step(3, lost, *first)
+    occ = _w_max_occurrence(27_766, 23_601.0)
+    occ.index = 9
+    assert mechanism.explains(occ)
+    occ.after = occ.after._replace(w_max=0.9 * 27_766)        # not 0.85
+    assert not mechanism.explains(occ)
+    above = _w_max_occurrence(32_000, 0.85 * 32_000)           # above the previous window: no FC
+    above.index = 9
+    assert not mechanism.explains(above)
+    mechanism.after_step(5, _resolved(PERSISTENT_CONGESTION, 2_000, [(9, 0, MDS, False)]),
+                         _snap(22_138, 22_138, 26_882.0), _snap(2 * MDS, 2 * MDS, 0.0))
+    again = _w_max_occurrence(27_766, 23_601.0)                # persistent congestion zeroed W_last_max
+    again.index = 9
+    assert not mechanism.explains(again)

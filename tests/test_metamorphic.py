@@ -170,8 +170,9 @@ PER_ACK_LINUX = ("Linux runs pkts_acked, the recovery exit at high_seq and cong_
 ACKS_FIRST_DEPTH = ("the stack credits an ACK frame's packets before it runs loss detection on that frame "
                     "(quinn, aioquic: profile acks-before-losses; ngtcp2's Reno: reno-grows-before-loss), so "
                     "its reduction starts from the window the frame just grew, a documented, mechanism-checked "
-                    "shallow-reduction; split, the frame that reveals the loss acknowledges fewer packets and "
-                    "the reduction stays within β of the window: only that documented deviation moves")
+                    "shallow-reduction (and W_max taken from that window, w-max-mismatch); split, the frame that "
+                    "reveals the loss acknowledges fewer packets and the reduction stays within β of the window, "
+                    "W_max within a datagram of it: only that documented deviation moves")
 KNOWN_STACK_CHANGES = {
     ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
     ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@6"}, PER_FRAME),
@@ -189,6 +190,9 @@ KNOWN_STACK_CHANGES = {
     ("app-limited-then-bulk.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
     ("idle-restart.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
     ("repeated-losses.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("idle-restart.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("app-limited-then-bulk.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("repeated-losses.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
     ("death-spiral.jsonl", "quinn-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
     ("death-spiral.jsonl", "aioquic-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
     ("death-spiral.jsonl", "ngtcp2-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
