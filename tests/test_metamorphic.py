@@ -173,6 +173,10 @@ ACKS_FIRST_DEPTH = ("the stack credits an ACK frame's packets before it runs los
                     "shallow-reduction (and W_max taken from that window, w-max-mismatch); split, the frame that "
                     "reveals the loss acknowledges fewer packets and the reduction stays within β of the window, "
                     "W_max within a datagram of it: only that documented deviation moves")
+SPLIT_USES_K = ("split, the frame's packets arrive in two ACKs, and the second finds quinn in congestion "
+                "avoidance with the K it computed at the congestion event, RFC 8312's cbrt(W_max (1 - β) / C) "
+                "(profile k-from-w-max, mechanism-checked): k-mismatch is judged where a K is used, so only that "
+                "documented deviation appears")
 KNOWN_STACK_CHANGES = {
     ("death-spiral.jsonl", "picoquic"): ({"pn+1000", "pn+2^20"}, PN0),
     ("death-spiral.jsonl", "ngtcp2"): ({"split-all-acks", "split-ack@6"}, PER_FRAME),
@@ -193,6 +197,7 @@ KNOWN_STACK_CHANGES = {
     ("idle-restart.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
     ("app-limited-then-bulk.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
     ("repeated-losses.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("quiche-missed-event-then-growth.jsonl", "quinn"): ({"split-all-acks", "split-ack@12"}, SPLIT_USES_K),
     ("death-spiral.jsonl", "quinn-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
     ("death-spiral.jsonl", "aioquic-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
     ("death-spiral.jsonl", "ngtcp2-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
