@@ -43,7 +43,12 @@ not have on the same inputs):
   closed loop reshuffles when the trajectory changes, so a new (invariant, scenario,
   seed) kills only when the pristine build has that invariant on NO seed of that
   scenario; otherwise it is counted as `reshuffled` (a visible difference, not a kill);
-- a crash or hang of the mutant where the pristine build runs is a kill, shown apart.
+- a crash or hang of the mutant where the pristine build runs is a kill, shown apart;
+- with --fuzz-seconds N (after column only): `ccdiff fuzz --stack MUTANT --against
+  PRISTINE --engine E --time Ns` (docs/fuzzing.md, differential fuzzing between builds);
+  an input on which the mutant violates an invariant the pristine build does not kills,
+  an input whose snapshots merely differ makes the mutant visible.  AFL++ and honggfuzz
+  build an instrumented harness per mutant (removed after it); Hypothesis needs none.
 
 Verdicts: killed; survived-visible (some snapshot or conform metric differs, no new
 violation: a blind spot of the checks); survived-identical, split with the pristine
@@ -58,6 +63,7 @@ Two columns from one build per mutant: before = the two original examples
     python3 bench/mutation.py ngtcp2 --functions cubic_cc_compute_w_cubic,ngtcp2_cc_cubic_cc_on_ack_recv \\
         --sample 60 --seed 1 --json rows.json
     python3 bench/mutation.py picoquic --sample 40 --seeds 5
+    python3 bench/mutation.py ngtcp2 --only ngtcp2_cc.c:501:39:icr:9 --seeds 0 --fuzz-seconds 60
 
 Exit 0 when it ran (whatever the score), 2 with one line when it could not (unknown
 stack or function, the control mutant not identical to the pinned build, a pristine
@@ -104,6 +110,8 @@ CONFORM_RUN_TIMEOUT = 10  # s per conform run (--timeout): a mutant that loops f
 # A mutant's whole conform may take this many times the pristine one before it counts as hung
 # (a loop that never ends in every run would otherwise cost CONFORM_RUN_TIMEOUT per run).
 CONFORM_SLOWDOWN = 4
+FUZZ_ENGINES = ("afl", "honggfuzz", "hypothesis")
+FUZZ_OVERHEAD = 1800      # s a fuzz run may take beyond --fuzz-seconds: the instrumented build, triage
 
 # ---------------------------------------------------------------- tokenizer
 
@@ -384,12 +392,15 @@ def choose(all_mutants: list[Mutant], sample: int | None, seed: int) -> list[Mut
 # ---------------------------------------------------------------- running one build
 
 
-def run_bounded(args: list[str], build_dir: Path | None, timeout: float) -> subprocess.CompletedProcess:
+def run_bounded(args: list[str], build_dir: Path | None, timeout: float,
+                fuzz_build_dir: Path | None = None) -> subprocess.CompletedProcess:
     """Run a child in its own process group and kill the whole group on timeout: a mutant
     that loops forever must not survive in a conform worker after its parent is gone."""
     env = dict(os.environ)
     if build_dir is not None:
         env["CCDIFF_BUILD_DIR"] = str(build_dir)
+    if fuzz_build_dir is not None:
+        env["CCDIFF_FUZZ_BUILD_DIR"] = str(fuzz_build_dir)
     child = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -471,20 +482,53 @@ def judge_conform(pristine: dict, mutant: dict) -> dict:
     return {"killed": killed, "reshuffled": reshuffled, "errors": errors, "differs": differs}
 
 
+def run_fuzz(spec: str, pristine: str, engine: str, seconds: int, work: Path, build_dir: Path) -> dict:
+    """`ccdiff fuzz --stack MUTANT --against PRISTINE` (docs/fuzzing.md, "Differential fuzzing
+    between builds"): the inputs on which the two builds differ, from the stored findings
+    under work/findings.  {"killed": [invariants only the mutant violates, on one input],
+    "differs": signatures whose snapshots differ, "inputs": stored differences} or {"error"}.
+    The mutant's instrumented harness is built under work/fuzz-build and removed after."""
+    findings = work / "findings"
+    if findings.exists():
+        shutil.rmtree(findings)
+    fuzz_build = work / "fuzz-build"
+    try:
+        done = run_bounded(["-m", "ccdiff", "fuzz", "--stack", spec, "--against", pristine, "--engine", engine,
+                            "--time", f"{seconds}s", "--findings", str(findings)], build_dir,
+                           seconds + FUZZ_OVERHEAD, fuzz_build)
+    except subprocess.TimeoutExpired:
+        return {"error": f"fuzz hung (> {seconds + FUZZ_OVERHEAD} s)"}
+    finally:
+        name, version = spec.split("@", 1)
+        shutil.rmtree(fuzz_build / name / version, ignore_errors=True)   # one instrumented build per mutant
+    if done.returncode not in (0, 1):
+        tail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        return {"error": f"fuzz exit {done.returncode}: {tail}"}
+    stored = [json.loads(p.read_text()) for p in sorted(findings.glob("*/against-*/*/finding.json"))]
+    signatures = sorted(info["invariant"] for info in stored)
+    killed = sorted({sig[len("diff--"):-len("-only-in-candidate")] for sig in signatures
+                     if sig.endswith("-only-in-candidate")})
+    return {"killed": killed, "differs": len(signatures), "inputs": signatures}
+
+
 # ---------------------------------------------------------------- verdicts
 
 
-def verdict(replay_result: dict, conform_result: dict | None) -> dict:
-    """One column's verdict from a replay judgement (planted_bugs.judge or an error) and
-    a conform judgement (None: not part of this column)."""
+def verdict(replay_result: dict, conform_result: dict | None, fuzz_result: dict | None = None) -> dict:
+    """One column's verdict from a replay judgement (planted_bugs.judge or an error), a
+    conform judgement and a differential fuzz run (None: not part of this column).  A fuzz
+    run that fails is reported (fuzz_error), never a kill: it says nothing about the mutant."""
     crash = [e for e in (replay_result.get("error"), (conform_result or {}).get("error")) if e]
     if conform_result and conform_result.get("errors"):
         crash.append(f"conform errors on {', '.join(conform_result['errors'][:3])}")
     kills = [f"replay {t}: {', '.join(inv)}" for t, inv in replay_result.get("new_violations", {}).items()]
     if conform_result:
         kills += [f"conform {k} seeds {s}" for k, s in conform_result.get("killed", {}).items()]
+    fuzz = fuzz_result or {}
+    kills += [f"fuzz {inv} (an input only the mutant violates it on)" for inv in fuzz.get("killed", [])]
     visible = bool(replay_result.get("traces_that_differ")) or bool(
-        conform_result and (conform_result.get("differs") or conform_result.get("reshuffled")))
+        conform_result and (conform_result.get("differs") or conform_result.get("reshuffled"))) or bool(
+        fuzz.get("differs"))
     if crash:
         name = "killed"
     elif kills:
@@ -497,7 +541,8 @@ def verdict(replay_result: dict, conform_result: dict | None) -> dict:
     return {"verdict": name, "killed_by": sources, "crash": crash, "kills": kills,
             "reshuffled": [f"{k} seeds {s}" for k, s in (conform_result or {}).get("reshuffled", {}).items()],
             "replay_differs": replay_result.get("traces_that_differ", []),
-            "conform_differs": len((conform_result or {}).get("differs", []))}
+            "conform_differs": len((conform_result or {}).get("differs", [])),
+            **({"fuzz_differs": fuzz.get("inputs", []), "fuzz_error": fuzz.get("error")} if fuzz_result else {})}
 
 
 def judge_replay(pristine: dict, mutant: dict, names: tuple[str, ...] | None) -> dict:
@@ -558,8 +603,10 @@ def line_coverage(spec: str, traces: list[str], seeds: int, work: Path) -> dict:
 class Campaign:
     """The pristine tree and verdicts of one stack, and one scratch tree mutated in place."""
 
-    def __init__(self, stack: str, work: Path, traces: list[str], seeds: int, log=print):
+    def __init__(self, stack: str, work: Path, traces: list[str], seeds: int, log=print,
+                 fuzz_seconds: int = 0, fuzz_engine: str = "afl"):
         self.stack, self.work, self.traces, self.seeds, self.log = stack, work, traces, seeds, log
+        self.fuzz_seconds, self.fuzz_engine = fuzz_seconds, fuzz_engine
         self.spec, self.source = pristine_tree(stack, work)
         self.tree = work / f"{stack}-mutant"
         if self.tree.exists():
@@ -608,8 +655,11 @@ class Campaign:
         if self.seeds and "error" not in replay_rows:
             result = run_conform(spec, self.seeds, self.work / "conform-mutant", self.build_dir, self.conform_timeout)
             conform = result if "error" in result else judge_conform(self.pristine_conform, result["cases"])
+        fuzz = None
+        if self.fuzz_seconds and "error" not in replay_rows:
+            fuzz = run_fuzz(spec, self.spec, self.fuzz_engine, self.fuzz_seconds, self.work / "fuzz", self.build_dir)
         before = verdict(judge_replay(self.pristine_replay, replay_rows, BEFORE_TRACES), None)
-        after = verdict(judge_replay(self.pristine_replay, replay_rows, None), conform)
+        after = verdict(judge_replay(self.pristine_replay, replay_rows, None), conform, fuzz)
         if mutant is not None:
             split_identical(before, mutant, coverage and coverage["before"])
             split_identical(after, mutant, coverage and coverage["after"])
@@ -625,11 +675,13 @@ def tally(rows: list[dict], column: str) -> dict:
     crashed = sum(bool(r[column]["crash"]) for r in built)
     counted = len(built) - unreached
     killed = verdicts["killed"]
-    # a closed-loop kill is reported apart: the examples alone did not see these
+    # closed-loop and fuzz kills are reported apart: the examples alone did not see these
     conform_only = sum(r[column]["killed_by"] == ["conform"] for r in built)
+    fuzz_only = sum(r[column]["killed_by"] == ["fuzz"] for r in built)
     reshuffled = sum(bool(r[column]["reshuffled"]) and r[column]["verdict"] != "killed" for r in built)
     return {"mutants": len(rows), "build_errors": len(rows) - len(built), "killed": killed, "crashed": crashed,
-            "killed_by_conform_only": conform_only, "survived_reshuffled": reshuffled,
+            "killed_by_conform_only": conform_only, "killed_by_fuzz_only": fuzz_only,
+            "survived_reshuffled": reshuffled,
             "survived_visible": verdicts["survived-visible"],
             "survived_identical": verdicts["survived-identical"], "unreached": unreached,
             "identical_other": verdicts["survived-identical"] - unreached - unknown, "identical_unknown": unknown,
@@ -644,11 +696,13 @@ def survivors(rows: list[dict], column: str) -> dict:
             "by_function": dict(sorted(Counter(r["function"] or "(file scope)" for r in alive).items()))}
 
 
-def render(spec: str, rows: list[dict], seeds: int, coverage: bool) -> str:
+def render(spec: str, rows: list[dict], seeds: int, coverage: bool, fuzz: str = "") -> str:
+    """fuzz: "" or how the after column fuzzed ("hypothesis 60 s"), which it then names."""
     lines = [f"{spec}: {len(rows)} mutants",
              "| column | mutants | build errors | killed (crash/hang; conform only) | survived-visible "
              "(reshuffled) | survived-identical (unreached / other) | score |", "|---|---|---|---|---|---|---|"]
-    labels = {"before": "before: 2 examples", "after": f"after: {len(glob_examples())} examples + conform x{seeds}"}
+    labels = {"before": "before: 2 examples",
+              "after": f"after: {len(glob_examples())} examples + conform x{seeds}" + (f" + fuzz {fuzz}" if fuzz else "")}
     for column in ("before", "after"):
         t = tally(rows, column)
         split = f"{t['unreached']} / {t['identical_other']}" if coverage else "not split"
@@ -658,6 +712,8 @@ def render(spec: str, rows: list[dict], seeds: int, coverage: bool) -> str:
         lines.append(f"| {labels[column]} | {t['mutants']} | {t['build_errors']} | {t['killed']} ({t['crashed']}; "
                      f"{t['killed_by_conform_only']}) | {t['survived_visible']} ({t['survived_reshuffled']}) | "
                      f"{t['survived_identical']} ({split}) | {score} |")
+    if fuzz:
+        lines.append(f"killed by the differential fuzz only: {tally(rows, 'after')['killed_by_fuzz_only']}")
     for column in ("before", "after"):
         s = survivors(rows, column)
         lines.append(f"survivors {column}: by operator {s['by_operator']}; by function {s['by_function']}")
@@ -715,7 +771,10 @@ def main(argv=None) -> int:
     parser.add_argument("--no-coverage", dest="coverage", action="store_false",
                         help="do not split survived-identical with line coverage")
     parser.add_argument("--fuzz-seconds", type=int, default=0, metavar="N",
-                        help="not implemented: differential fuzzing per mutant (docs/detection-power.md)")
+                        help="also fuzz each mutant against the pristine build for N seconds (`ccdiff fuzz "
+                             "--against`); an input only the mutant violates an invariant on kills it (default 0: no fuzz)")
+    parser.add_argument("--fuzz-engine", choices=FUZZ_ENGINES, default="afl",
+                        help="the engine of --fuzz-seconds (default afl: an instrumented build per mutant)")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one, removed)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the rows and tables as JSON")
     args = parser.parse_args(argv)
@@ -723,8 +782,8 @@ def main(argv=None) -> int:
         work = (args.work or Path(scratch)).resolve()
         work.mkdir(parents=True, exist_ok=True)
         try:
-            if args.fuzz_seconds:
-                raise BadInput("--fuzz-seconds is not implemented yet (docs/detection-power.md)")
+            if args.fuzz_seconds < 0:
+                raise BadInput("--fuzz-seconds must be 0 or more")
             if args.seeds < 0:
                 raise BadInput("--seeds must be 0 or more")
             chosen = plan(args.stack, args.functions, args.sample, args.seed, work)
@@ -752,11 +811,11 @@ def main(argv=None) -> int:
 def campaign(args, chosen: list[Mutant], work: Path) -> int:
     started = time.monotonic()
     traces = glob_examples()
-    run = Campaign(args.stack, work, traces, args.seeds)
+    run = Campaign(args.stack, work, traces, args.seeds, fuzz_seconds=args.fuzz_seconds, fuzz_engine=args.fuzz_engine)
     coverage = line_coverage(run.spec, traces, args.seeds, work) if args.coverage else None
     control = run.judge(None, None)
     if control["build"] != "ok" or control["before"]["verdict"] != "survived-identical" \
-            or control["after"]["verdict"] != "survived-identical":
+            or control["after"]["verdict"] != "survived-identical" or control["after"].get("fuzz_error"):
         raise Failed(f"the control (no change) is not identical to {run.spec}: "
                      f"{control.get('after', control.get('build_log'))}")
     rows = []
@@ -766,12 +825,14 @@ def campaign(args, chosen: list[Mutant], work: Path) -> int:
         after = row["after"]["verdict"] if row["build"] == "ok" else "build-error"
         extra = row["after"].get("identical", "") if row["build"] == "ok" else ""
         print(f"[{n}/{len(chosen)}] {mutant.id:40} {after} {extra} ({row['seconds']} s)", flush=True)
-    table = render(run.spec, rows, args.seeds, coverage is not None)
+    fuzzed = f"{args.fuzz_engine} {args.fuzz_seconds} s" if args.fuzz_seconds else ""
+    table = render(run.spec, rows, args.seeds, coverage is not None, fuzzed)
     print(table)
     wall = round(time.monotonic() - started, 1)
     print(f"wall time {wall} s")
     if args.json:
         doc = {"stack": run.spec, "argv": sys.argv[1:], "seeds": args.seeds, "scenarios": list(CONFORM_SCENARIOS),
+               "fuzz": {"engine": args.fuzz_engine, "seconds": args.fuzz_seconds} if args.fuzz_seconds else None,
                "traces": {"before": list(BEFORE_TRACES), "after": [Path(t).name for t in traces]},
                "wall_seconds": wall, "tables": {c: tally(rows, c) for c in ("before", "after")},
                "survivors": {c: survivors(rows, c) for c in ("before", "after")},

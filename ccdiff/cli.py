@@ -336,22 +336,21 @@ def _print_waivers(args) -> int:
         print(json.dumps(data, indent=2))
         return EXIT_OK
     console = _console()
-    checked = Table(title="mechanism-checked deviations: a finding is excused only where the mechanism "
-                          "reproduces the stack's step (profile.toml `explains`)", title_justify="left")
-    for name in ("stack", "invariant", "deviation", "mechanism (upstream rule)"):
-        checked.add_column(name, overflow="fold")
-    wholesale = Table(title="whole-invariant waivers: every finding of the invariant is excused "
-                            "(profile.toml `tolerates`)", title_justify="left")
-    for name in ("stack", "invariant", "deviation", "why no mechanism checks it"):
-        wholesale.add_column(name, overflow="fold")
-    variants = Table(title="deviations the oracle reproduces: the stack's trajectory is compared with "
-                           "this oracle (profile.toml `variant`)", title_justify="left")
-    for name in ("stack", "deviation", "oracle options", "reference (CUBIC; Reno)"):
-        variants.add_column(name, overflow="fold")
-    dynamic = Table(title="dynamic waivers: a trajectory divergence is excused only when the trigger "
-                          "occurred at or before it (profile.toml `observed`)", title_justify="left")
-    for name in ("stack", "deviation", "trigger", "meaning"):
-        dynamic.add_column(name, overflow="fold")
+
+    def table(title: str, *columns: str):
+        made = Table(title=title, title_justify="left")
+        for name in columns:
+            made.add_column(name, overflow="fold")
+        return made
+    checked = table("mechanism-checked deviations: a finding is excused only where the mechanism reproduces the "
+                    "stack's step (profile.toml `explains`)", "stack", "invariant", "deviation",
+                    "mechanism (upstream rule)")
+    wholesale = table("whole-invariant waivers: every finding of the invariant is excused (profile.toml `tolerates`)",
+                      "stack", "invariant", "deviation", "why no mechanism checks it")
+    variants = table("deviations the oracle reproduces: the stack's trajectory is compared with this oracle "
+                     "(profile.toml `variant`)", "stack", "deviation", "oracle options", "reference (CUBIC; Reno)")
+    dynamic = table("dynamic waivers: a trajectory divergence is excused only when the trigger occurred at or "
+                    "before it (profile.toml `observed`)", "stack", "deviation", "trigger", "meaning")
     for entry in data:
         refs = entry["references"]
         for row in entry["variants"]:

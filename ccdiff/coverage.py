@@ -114,7 +114,8 @@ NOT_DRIVEN = {
         "<quinn_proto::congestion::new_reno::NewRenoConfig>::loss_reduction_factor": "config builder setters, not called by the adapter (defaults)",
         "<quinn_proto::congestion::cubic::CubicConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
         "<quinn_proto::congestion::new_reno::NewRenoConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
-    },    "s2n-quic": {
+    },
+    "s2n-quic": {
         "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::on_packet_discarded::<_>": "called when the Initial or Handshake packet number space is discarded (s2n-quic-transport recovery/manager.rs:801-826); ccdiff traces are ApplicationData only",
         "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::earliest_departure_time": "the pacer's output, read by s2n's transmission scheduler; ccdiff's sender does not pace (profile pacing-not-simulated)",
         "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::requires_fast_retransmission": "read by s2n's transmission scheduler to send one packet past the window in recovery; not a controller input",

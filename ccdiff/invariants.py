@@ -164,10 +164,11 @@ CATALOG = {inv.id: inv for inv in [
               "K is the time period that the above function takes to increase the congestion window size "
               "at the beginning of the current congestion avoidance stage to W_max if there are no further "
               "congestion events and is calculated using the following equation:",
-              "Each time a CUBIC stack computes a new K, its snapshot's K must be the cube root of (W_max - "
-              "cwnd_epoch) / C in segments and seconds, with C = 0.4 (RFC 9438 §5.1: \"C SHOULD be set to 0.4\") "
-              "and the stack's own W_max, cwnd_epoch being the window (or slow-start threshold) when K "
-              "was computed; 0 (or the negative root) when the window is already at or above W_max. A "
+              "Where W_cubic(t) uses a K (the first ACK that finds a CUBIC stack in congestion avoidance "
+              "after it computed K), the snapshot's K must be the cube root of (W_max - cwnd_epoch) / C in segments and "
+              "seconds, with C = 0.4 (RFC 9438 §5.1: \"C SHOULD be set to 0.4\"), the stack's own W_max, "
+              "and as cwnd_epoch the window (or slow-start threshold) when K was computed; 0 (or the "
+              "negative root) when the window is already at or above W_max. A "
               "wrong K puts the plateau of W_cubic(t) at the wrong time: the window then follows "
               "another curve, which no growth bound notices while it stays under 1.5 x cwnd per RTT. "
               "The tolerance (1% of K plus 5 ms) covers fixed-point K (ngtcp2's 1/1024 s, Linux's "
@@ -639,10 +640,11 @@ class Checker:
                   occurrence("w-max-mismatch", "w-max-mismatch"))
 
     def judge_k(self, index, t, before, after) -> None:
-        """k-mismatch, judged once per K where W_cubic(t) uses it: at the first ACK the stack
-        handles in congestion avoidance after computing it (K computed inside an ACK that then
-        reveals a loss is recomputed before use by aioquic; a K left stale by a persistent
-        congestion is reset at quinn's next epoch).  K must be RFC 9438 Eq. 2's cube root of
+        """k-mismatch, judged once per K where W_cubic(t) uses it: at the first ACK that finds
+        the stack in congestion avoidance and leaves it there, after it computed K (a K computed
+        inside an ACK that then reveals a loss is recomputed before use by aioquic; a K left
+        stale by a persistent congestion is reset by quinn at the first ACK that finds it in
+        avoidance, not at the slow-start ACK that crosses ssthresh).  K must be RFC 9438 Eq. 2's cube root of
         (W_max - cwnd_epoch) / C in segments and seconds, with the W_max of now and, as
         cwnd_epoch, a window around the event that computed K (self.k_basis: the window or
         threshold after it, or the window before it, for a stack that computes K at the first
@@ -689,7 +691,7 @@ class Checker:
             flag("ca-growth-bound", index, t,
                  f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
                  f"(at most {acked // 2} + {self.mds})")
-        if self.k_basis and after.phase == CONGESTION_AVOIDANCE:
+        if self.k_basis and before.phase == CONGESTION_AVOIDANCE and after.phase == CONGESTION_AVOIDANCE:
             self.judge_k(index, t, before, after)
         if (grew > 0 and self.time_based and self.reports_epoch and before.phase == CONGESTION_AVOIDANCE
                 and after.epoch_start_us is None):

@@ -161,6 +161,50 @@ class Profile:
                 for d in self.deviations if d.get("mechanism") for inv in d.get("explains", [])]
 
 
+def _check_deviation(path, dev: dict) -> None:
+    """One [[deviation]] of a profile.toml: its names, mechanism, variant and trigger are known
+    and consistent; a SetupError naming the file and the deviation otherwise."""
+    def bad(rest: str) -> SetupError:
+        return SetupError(f"{path}: deviation {dev.get('id')!r}{rest}")
+    tolerates = dev.get("tolerates", [])
+    why = dev.get("why_wholesale", "")
+    if not isinstance(why, (str, dict)) or (isinstance(why, dict) and not set(why) <= set(tolerates)):
+        raise bad(": why_wholesale is a string or a table keyed by invariants the deviation tolerates")
+    for inv in tolerates + dev.get("explains", []):
+        if inv not in CATALOG:
+            raise bad(f" names unknown invariant {inv!r}")
+    name, explains = dev.get("mechanism"), dev.get("explains", [])
+    if explains and not name:
+        raise bad(f" explains {', '.join(explains)} but names no mechanism (use tolerates for a "
+                  "whole-invariant waiver)")
+    if name is not None:
+        if name not in MECHANISMS:
+            raise bad(f": unknown mechanism {name!r}; one of {', '.join(sorted(MECHANISMS))}")
+        beyond = sorted(set(explains) - MECHANISMS[name].invariants)
+        if beyond:
+            raise bad(f": mechanism {name!r} cannot explain {', '.join(beyond)}")
+    variant, trigger = dev.get("variant", {}), dev.get("observed")
+    if dev.get("family", "cubic") not in VARIANT_OPTIONS:
+        raise bad(": family is cubic or reno")
+    allowed = {**VARIANT_OPTIONS["reno"], **VARIANT_OPTIONS["cubic"]}
+    if not isinstance(variant, dict) or any(value not in allowed.get(key, ()) for key, value in variant.items()):
+        raise bad(": variant is a table of oracle options: "
+                  + "; ".join(f"{k} = {'|'.join(v)}" for k, v in VARIANT_OPTIONS["cubic"].items()))
+    if variant and "trajectory-divergence" in tolerates:
+        raise bad(" has a variant, which reproduces it in the oracle: it does not tolerate trajectory-divergence")
+    if trigger is not None:
+        if trigger not in TRIGGERS:
+            raise bad(f": unknown trigger observed = {trigger!r}; one of {', '.join(sorted(TRIGGERS))}")
+        if "trajectory-divergence" not in tolerates:
+            raise bad(": `observed` limits its excuse of trajectory-divergence, which it does not tolerate")
+        if trigger == "mechanism" and not name:
+            raise bad(": observed = \"mechanism\" needs a mechanism")
+    both = sorted(set(explains) & set(tolerates))
+    if both:
+        raise bad(f" both explains and tolerates {', '.join(both)}: a mechanism-checked invariant is not "
+                  "waived wholesale")
+
+
 def load_profile(recipe) -> Profile:
     if recipe is None:
         return Profile()
@@ -174,48 +218,7 @@ def load_profile(recipe) -> Profile:
     divergence = data.get("divergence", {})
     deviations = data.get("deviation", [])
     for dev in deviations:
-        why = dev.get("why_wholesale", "")
-        if not isinstance(why, (str, dict)) or (isinstance(why, dict) and not set(why) <= set(dev.get("tolerates", []))):
-            raise SetupError(f"{path}: deviation {dev.get('id')!r}: why_wholesale is a string or a table "
-                             "keyed by invariants the deviation tolerates")
-        for inv in dev.get("tolerates", []) + dev.get("explains", []):
-            if inv not in CATALOG:
-                raise SetupError(f"{path}: deviation {dev.get('id')!r} names unknown invariant {inv!r}")
-        name, explains = dev.get("mechanism"), dev.get("explains", [])
-        if explains and not name:
-            raise SetupError(f"{path}: deviation {dev.get('id')!r} explains {', '.join(explains)} "
-                             "but names no mechanism (use tolerates for a whole-invariant waiver)")
-        if name is not None:
-            if name not in MECHANISMS:
-                raise SetupError(f"{path}: deviation {dev.get('id')!r}: unknown mechanism {name!r}; "
-                                 f"one of {', '.join(sorted(MECHANISMS))}")
-            beyond = sorted(set(explains) - MECHANISMS[name].invariants)
-            if beyond:
-                raise SetupError(f"{path}: deviation {dev.get('id')!r}: mechanism {name!r} cannot explain "
-                                 f"{', '.join(beyond)}")
-        variant, trigger = dev.get("variant", {}), dev.get("observed")
-        if dev.get("family", "cubic") not in VARIANT_OPTIONS:
-            raise SetupError(f"{path}: deviation {dev.get('id')!r}: family is cubic or reno")
-        allowed = {**VARIANT_OPTIONS["reno"], **VARIANT_OPTIONS["cubic"]}
-        if not isinstance(variant, dict) or any(value not in allowed.get(key, ()) for key, value in variant.items()):
-            raise SetupError(f"{path}: deviation {dev.get('id')!r}: variant is a table of oracle options: "
-                             + "; ".join(f"{k} = {'|'.join(v)}" for k, v in VARIANT_OPTIONS["cubic"].items()))
-        if variant and "trajectory-divergence" in dev.get("tolerates", []):
-            raise SetupError(f"{path}: deviation {dev.get('id')!r} has a variant, which reproduces it in the "
-                             "oracle: it does not tolerate trajectory-divergence")
-        if trigger is not None:
-            if trigger not in TRIGGERS:
-                raise SetupError(f"{path}: deviation {dev.get('id')!r}: unknown trigger observed = {trigger!r}; "
-                                 f"one of {', '.join(sorted(TRIGGERS))}")
-            if "trajectory-divergence" not in dev.get("tolerates", []):
-                raise SetupError(f"{path}: deviation {dev.get('id')!r}: `observed` limits its excuse of "
-                                 "trajectory-divergence, which it does not tolerate")
-            if trigger == "mechanism" and not name:
-                raise SetupError(f"{path}: deviation {dev.get('id')!r}: observed = \"mechanism\" needs a mechanism")
-        both = sorted(set(explains) & set(dev.get("tolerates", [])))
-        if both:
-            raise SetupError(f"{path}: deviation {dev.get('id')!r} both explains and tolerates "
-                             f"{', '.join(both)}: a mechanism-checked invariant is not waived wholesale")
+        _check_deviation(path, dev)
     chosen = {}
     for dev in deviations:
         for key, value in dev.get("variant", {}).items():

@@ -12,6 +12,7 @@ from ccdiff.encoding import decode
 from ccdiff.invariants import CATALOG, Checker, Truth
 from ccdiff.ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT, Ledger
 from ccdiff.replay import replay
+from ccdiff.snapshot import CONGESTION_AVOIDANCE
 from oracle import Cubic
 
 from .flow import MDS, Flow
@@ -196,6 +197,28 @@ def test_k_mismatch_checks_each_new_k_against_eq_2():
         if snap.k_us is not None:
             return snap._replace(w_max=min(snap.w_max, snap.cwnd - MDS), k_us=0.0)
     assert "k-mismatch" not in check(flow, start_above_w_max)
+
+
+def test_k_mismatch_judges_k_where_it_is_used_not_where_avoidance_is_entered():
+    """A stack may enter avoidance on an ACK (recovery's end, slow start crossing ssthresh) and
+    compute its K at the next one (quinn after persistent congestion): a stale K on the
+    entering ACK is no finding; still stale on the next ACK, which used it, it is."""
+    flow = flow_after_one_loss()
+    for _ in range(3):
+        flow.round_trip(25, RTT)
+
+    def stale_k_on_avoidance_acks(count):
+        seen = []
+        def perturb(i, ev, before, snap):
+            if snap.k_us is None:
+                return None
+            if snap.phase == CONGESTION_AVOIDANCE and ev.kind == ACKED:
+                seen.append(i)
+            if len(seen) <= count:
+                return snap._replace(k_us=snap.k_us * 1.5)
+        return perturb
+    assert "k-mismatch" not in check(flow, stale_k_on_avoidance_acks(1))
+    assert "k-mismatch" in check(flow, stale_k_on_avoidance_acks(2))
 
 
 def test_k_mismatch_is_waivable_and_quotes_eq_2():

@@ -181,3 +181,33 @@ def test_conform_kills_use_the_against_rule():
     assert judged["killed"] == {"cubic|s|b": [1], "cubic|t|c": [0]}
     assert judged["reshuffled"] == {"cubic|s|a": [1]}
     assert judged["differs"] == ["cubic|s|0", "cubic|s|1", "cubic|t|0"]
+
+
+# ngtcp2 1.25.0 lib/ngtcp2_cc.c:501, in ngtcp2_cc_cubic_cc_congestion_event:
+#   cstat->ssthresh = cstat->cwnd * 7 / 10;    ->  * 7 / 9: β 0.78 (shallow-reduction)
+BETA_79 = "ngtcp2_cc.c:501:39:icr:9"
+
+
+def test_the_differential_fuzz_judges_a_mutant_on_inputs_the_pristine_build_passes(tmp_path):
+    """--fuzz-seconds: `ccdiff fuzz --stack MUTANT --against PRISTINE` per mutant (Hypothesis
+    here, no instrumented build).  The control (no change) shows no difference; β 7/9 differs
+    from the pristine build, and an input on which only the mutant violates an invariant kills
+    it, named as a fuzz kill."""
+    run = mutation.Campaign("ngtcp2", tmp_path, mutation.glob_examples()[:1], seeds=0,
+                            fuzz_seconds=10, fuzz_engine="hypothesis")
+    control = run.judge(None, None)
+    assert control["after"]["verdict"] == "survived-identical", control["after"]
+    assert control["after"]["fuzz_differs"] == [] and control["after"]["fuzz_error"] is None
+    plan = {m.id: m for m in mutation.plan("ngtcp2", ["ngtcp2_cc_cubic_cc_congestion_event"], None, 0, tmp_path)}
+    row = run.judge(plan[BETA_79], None)
+    after = row["after"]
+    assert after["fuzz_error"] is None and after["fuzz_differs"], after
+    assert any(k.startswith("fuzz ") for k in after["kills"]), after
+    assert "fuzz" in after["killed_by"]
+    assert not (tmp_path / "fuzz" / "fuzz-build" / "ngtcp2").exists() or not any(
+        (tmp_path / "fuzz" / "fuzz-build" / "ngtcp2").iterdir())   # no instrumented build kept
+
+
+def test_fuzz_seconds_must_not_be_negative(capsys):
+    assert mutation.main(["ngtcp2", "--fuzz-seconds", "-1", "--list"]) == 2
+    assert "--fuzz-seconds must be 0 or more" in capsys.readouterr().err
