@@ -1,6 +1,6 @@
-"""Mutation score of a stack's controller (issue #21 item 4): the C stacks and quiche.
+"""Mutation score of a stack's controller (issue #21 item 4): the C stacks, quiche and quinn.
 
-A small, fixed set of C mutation operators (C stacks), or cargo-mutants' mutants (quiche,
+A small, fixed set of C mutation operators (C stacks), or cargo-mutants' mutants (quiche and quinn,
 below), is applied, one change at a time, to the pinned source of a stack's controller
 file; each mutant is built with
 `ccdiff build STACK --source` into a scratch build folder (bench/planted_bugs.py's
@@ -23,7 +23,8 @@ Sites are sorted by position and every mutant has an id FILE:LINE:COL:OP:NEW (NE
 `!` for neg): the same pinned source and arguments always give the same mutants, the
 same --sample and the same table.
 
-Rust (quiche, src/recovery/congestion/cubic.rs): cargo-mutants is the generator only.
+Rust (quiche, src/recovery/congestion/cubic.rs; quinn, src/congestion/cubic.rs): cargo-mutants
+is the generator only.
 `cargo mutants --list --json --file FILE` in the extracted pinned crate lists its mutants
 (function bodies replaced by a value of the return type, binary and unary operators
 swapped or deleted; #[cfg(test)] code is skipped); each becomes a Mutant with the id
@@ -98,8 +99,9 @@ from ccdiff.baseline import split_by_baseline  # noqa: E402
 
 # The controller file(s) of each stack, inside the stack's source tree.
 STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",),
-               "quiche": ("src/recovery/congestion/cubic.rs",)}
-RUST_STACKS = {"quiche"}     # mutants from cargo-mutants, not the C operators
+               "quiche": ("src/recovery/congestion/cubic.rs",), "quinn": ("src/congestion/cubic.rs",),
+               "s2n-quic": ("src/recovery/cubic.rs",)}
+RUST_STACKS = {"quiche", "quinn", "s2n-quic"}     # mutants from cargo-mutants, not the C operators
 CARGO_MUTANTS_HINT = "install with: cargo install --locked cargo-mutants"
 CONFORM_SCENARIOS = ("death-spiral", "idle-restart", "tail-loss", "persistent-congestion", "shallow-buffer")
 BEFORE_TRACES = ("death-spiral.jsonl", "idle-restart.jsonl")   # the two original examples
