@@ -1,8 +1,8 @@
-"""Mutation score of a stack's controller (issue #21 item 4): the C stacks, quiche and quinn.
+"""Mutation score of a stack's controller (issue #21 item 4): the C stacks and the Rust ones.
 
-A small, fixed set of C mutation operators (C stacks), or cargo-mutants' mutants (quiche and quinn,
-below), is applied, one change at a time, to the pinned source of a stack's controller
-file; each mutant is built with
+A small, fixed set of C mutation operators (C stacks), or cargo-mutants' mutants (quiche,
+quinn, s2n-quic, below), is applied, one change at a time, to the pinned source of a stack's
+controller file; each mutant is built with
 `ccdiff build STACK --source` into a scratch build folder (bench/planted_bugs.py's
 path: the pinned builds are never touched) and judged against the pristine pinned
 build on the same inputs.
@@ -23,8 +23,8 @@ Sites are sorted by position and every mutant has an id FILE:LINE:COL:OP:NEW (NE
 `!` for neg): the same pinned source and arguments always give the same mutants, the
 same --sample and the same table.
 
-Rust (quiche, src/recovery/congestion/cubic.rs; quinn, src/congestion/cubic.rs): cargo-mutants
-is the generator only.
+Rust (quiche, src/recovery/congestion/cubic.rs; quinn, src/congestion/cubic.rs; s2n-quic,
+src/recovery/cubic.rs): cargo-mutants is the generator only.
 `cargo mutants --list --json --file FILE` in the extracted pinned crate lists its mutants
 (function bodies replaced by a value of the return type, binary and unary operators
 swapped or deleted; #[cfg(test)] code is skipped); each becomes a Mutant with the id
@@ -96,6 +96,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from planted_bugs import REPLAY, Failed, ccdiff, judge, pristine_tree  # noqa: E402
 
 from ccdiff.baseline import split_by_baseline  # noqa: E402
+from ccdiff.fuzzing.triage import invariant_only_in_candidate  # noqa: E402
 
 # The controller file(s) of each stack, inside the stack's source tree.
 STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",),
@@ -506,8 +507,7 @@ def run_fuzz(spec: str, pristine: str, engine: str, seconds: int, work: Path, bu
         return {"error": f"fuzz exit {done.returncode}: {tail}"}
     stored = [json.loads(p.read_text()) for p in sorted(findings.glob("*/against-*/*/finding.json"))]
     signatures = sorted(info["invariant"] for info in stored)
-    killed = sorted({sig[len("diff--"):-len("-only-in-candidate")] for sig in signatures
-                     if sig.endswith("-only-in-candidate")})
+    killed = sorted({inv for inv in map(invariant_only_in_candidate, signatures) if inv})
     return {"killed": killed, "differs": len(signatures), "inputs": signatures}
 
 

@@ -211,3 +211,10 @@ def test_the_differential_fuzz_judges_a_mutant_on_inputs_the_pristine_build_pass
 def test_fuzz_seconds_must_not_be_negative(capsys):
     assert mutation.main(["ngtcp2", "--fuzz-seconds", "-1", "--list"]) == 2
     assert "--fuzz-seconds must be 0 or more" in capsys.readouterr().err
+
+
+def test_fuzz_kills_read_the_diff_triage_signature_of_the_candidate_only():
+    from ccdiff.fuzzing.triage import invariant_only_in_candidate, only_in_signature
+    assert invariant_only_in_candidate(only_in_signature("w-max-mismatch", "candidate")) == "w-max-mismatch"
+    assert invariant_only_in_candidate(only_in_signature("w-max-mismatch", "baseline")) is None
+    assert invariant_only_in_candidate("diff--cwnd") is None

@@ -341,6 +341,20 @@ def first_difference(cand, base) -> Difference | None:
     return None
 
 
+def only_in_signature(invariant: str, side: str) -> str:
+    """DiffTriage's signature of an input on which one build (side: candidate or baseline)
+    violates an invariant the other does not."""
+    return f"diff--{invariant}-only-in-{side}"
+
+
+def invariant_only_in_candidate(signature: str) -> str | None:
+    """The invariant of a stored `only_in_signature(INVARIANT, "candidate")`, else None."""
+    head, tail = "diff--", "-only-in-candidate"
+    if signature.startswith(head) and signature.endswith(tail):
+        return signature[len(head):-len(tail)]
+    return None
+
+
 class DiffTriage(Triage):
     """Differences between two builds (a candidate and a baseline) under
     root/<candidate>/against-<baseline>/.  An input is a difference when the builds'
@@ -387,7 +401,7 @@ class DiffTriage(Triage):
             for (stack, invariant), finding in firsts.items():
                 if stack != run.label or (other.label, invariant) in firsts:
                     continue
-                sig = Signature(self.stack_label, f"diff--{invariant}-only-in-{side}",
+                sig = Signature(self.stack_label, only_in_signature(invariant, side),
                                 shape(run, finding.event_index))
                 found.setdefault(sig.key, (sig, {"event_index": finding.event_index, "invariant": invariant,
                                                  "only_in": run.label, "detail": finding.detail}))
