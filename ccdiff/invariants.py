@@ -192,6 +192,36 @@ CATALOG = {inv.id: inv for inv in [
                 "fast convergence is disabled (same as cwnd_prior on a congestion event). However, if fast "
                 "convergence is enabled, W_max may be further reduced based on the current saturation "
                 "point.", "RFC 9438 §4.1.2"),)),
+    Invariant("ca-off-curve", "Congestion-avoidance growth off the stack's own W_cubic curve",
+              "RFC 9438 §4.2 (Eq. 1), §4.3, §4.4, §4.5",
+              "In this region, cwnd MUST be incremented by ... for each received new ACK, where target "
+              "is calculated as described in Section 4.2.",
+              "Over a stretch of congestion-avoidance ACKs on one curve (the stack's own epoch, K and "
+              "W_max unchanged; no congestion signal, recovery, app-limited ACK, shrinking window or idle "
+              "restart inside it), a CUBIC stack grows its window by (target - cwnd) / cwnd per ACK, "
+              "target = W_cubic(t + RTT) clamped to [cwnd, 1.5 cwnd] (RFC 9438 §4.2, §4.4, §4.5), or "
+              "follows W_est in the Reno-friendly region (§4.3), whichever is larger. From the stack's "
+              "own epoch, K and W_max and C = 0.4 (§5.1), two shadow windows are stepped beside the "
+              "stack's: the fastest (the target with the largest RTT the trace knows, latest or smoothed, "
+              "before or after this ACK's sample, per acknowledged segment; or W_est with α = 1 per window "
+              "acknowledged or per RTT elapsed, RFC 8312's closed form) and the slowest (W_cubic(t) "
+              "without look-ahead, one segment's step per ACK frame -- \"for each received new ACK\", "
+              "as ngtcp2 and s2n-quic read it -- and only for ACKs that found the window full: RFC "
+              "9002 §7.8 lets an underutilized window stand still). The stack's growth must "
+              "stay within 10% plus two datagrams of that band; a window at or below the target itself "
+              "is never too high. The tolerance covers whole-segment growth (Linux's integer bic_target "
+              "and cnt, quiche's and quinn's accumulators). A slip in C, in t - K, in the RTT "
+              "look-ahead or in the epoch leaves every other bound intact while the window follows "
+              "another curve; this is where it shows. Waivable although a MUST, and only by a mechanism: "
+              "RFC 8312's closed-form W_est (quinn, s2n-quic) is the previous RFC's rule, which a profile "
+              "documents and a mechanism recomputes.",
+              True, "MUST", "RFC 9438 §4.4",
+              (("Upon receiving a new ACK during congestion avoidance, CUBIC computes the target congestion "
+                "window size after the next RTT using Figure 1 as follows, where RTT is the smoothed "
+                "round-trip time.", "RFC 9438 §4.2"),
+               ("To summarize, CUBIC computes both Wcubic(t) and West (see Section 4.3) on receiving a "
+                "new ACK in congestion avoidance and chooses the larger of the two values.",
+                "RFC 9438 §4.2"))),
     Invariant("ss-growth-bound", "Slow-start growth beyond the bytes acknowledged",
               "RFC 9002 §7.3.1",
               "While a sender is in slow start, the congestion window increases by the number of bytes "
@@ -199,6 +229,23 @@ CATALOG = {inv.id: inv for inv in [
               "Slow start at most doubles the window per round trip. RFC 9002 describes this "
               "without a MUST and variants (HyStart++, bandwidth-seeded starts) exist, so a profile "
               "may document a different slow start.", True, "descriptive", "RFC 9002 §7.3.1"),
+    Invariant("ss-growth-shortfall", "Slow-start growth short of the bytes acknowledged",
+              "RFC 9002 §7.3.1; RFC 9406 §4.2",
+              "While a sender is in slow start, the congestion window increases by the number of bytes "
+              "acknowledged when each acknowledgment is processed.",
+              "The lower side of ss-growth-bound. Over a stretch of slow-start ACKs (the stack in slow "
+              "start before and after each, no congestion signal, recovery or app-limited ACK inside "
+              "it), the window must grow by the bytes acknowledged by ACKs that found the window full "
+              "(RFC 9002 §7.8 lets an underutilized window stand still), of packets sent after the last "
+              "congestion signal and not app-limited, up to ssthresh (Linux "
+              "stops slow start there). HyStart++'s conservative slow start (RFC 9406 §4.2) grows by a "
+              "quarter of that; it can only begin after a round's minimum RTT rose by clamp(min_rtt / 8, "
+              "4 ms, 16 ms), so once any RTT sample of the run is that far above the minimum RTT, a "
+              "quarter is enough. Tolerance: 10% plus two datagrams (whole-datagram counting, quiche's "
+              "bytes_acked_sl). A window that crawls in slow start (a byte counter that never fills, "
+              "CSS's divisor applied outside CSS) takes rounds longer to find the path's capacity and "
+              "passes every upper bound. Descriptive in RFC 9002, so a profile may document another "
+              "slow start.", True, "descriptive", "RFC 9002 §7.3.1"),
     Invariant("persistent-congestion-ignored", "Window not collapsed on persistent congestion",
               "RFC 9002 §7.6.2",
               "When persistent congestion is declared, the sender's congestion window MUST be reduced "
@@ -242,6 +289,54 @@ CATALOG = {inv.id: inv for inv in [
 CUBIC_C = 0.4
 K_TOLERANCE = 0.01
 K_SLACK_S = 0.005
+
+# ca-off-curve: how far a stretch's growth may leave its shadow windows.  Whole-segment growth
+# overshoots or lags them by a segment or two (Linux rounds its integer bic_target up and its
+# cnt = cwnd / (target - cwnd) down; quiche's and quinn's accumulators add a datagram at a time):
+# two datagrams.  A C halved, t + K, or a W_cubic of 0 moves the window by far more; a C off by
+# 10% moves it by less than that on the examples, and survives (docs/detection-power.md).
+CURVE_REL_TOLERANCE = 0.10
+CURVE_SLACK_DATAGRAMS = 2
+
+
+@dataclass(slots=True)
+class CurveStretch:
+    """ca-off-curve: congestion-avoidance ACKs on one curve (the stack's epoch, K, W_max), and
+    two shadow windows stepped beside the stack's over them: the fastest and the slowest a
+    controller on that curve could have grown (Checker.judge_curve)."""
+    curve: tuple          # (epoch_start_us, w_max, k_us) the stretch's ACKs all had
+    first: int            # index of its first ACK
+    start: int            # the stack's window after that ACK
+    last_ack_t: int       # time of its last ACK (W_est's closed form grows with elapsed time)
+    last: int = 0         # the window after its last ACK: a stretch ends where another event moved it
+    highest: float = 0.0  # the fastest window: W_cubic(t + the largest RTT), or W_est with α = 1
+    lowest: float = 0.0   # the slowest: W_cubic(t), one segment's step per ACK of a full window
+    acks: int = 0
+
+    def __post_init__(self):
+        self.last = self.start
+        self.highest = self.lowest = float(self.start)
+
+
+# ss-growth-shortfall: RFC 9406 §4.2's conservative slow start -- its growth divisor and the RTT
+# rise that lets it begin (RttThresh = clamp(lastRoundMinRTT / 8, MIN_RTT_THRESH, MAX_RTT_THRESH)).
+CSS_GROWTH_DIVISOR = 4
+CSS_MIN_RTT_THRESH_US = 4_000
+CSS_MAX_RTT_THRESH_US = 16_000
+SS_REL_TOLERANCE = 0.10
+SS_SLACK_DATAGRAMS = 2
+
+
+@dataclass(slots=True)
+class SlowStartStretch:
+    """ss-growth-shortfall: consecutive slow-start ACKs and the growth they owe."""
+    first: int            # index of its first ACK
+    start: int            # the stack's window before it
+    last: int             # the window after its last ACK: a stretch ends where another event moved it
+    acked: int = 0        # bytes its ACKs acknowledged with the window full (window_limited_bytes)
+    owed: float = 0.0     # the least growth RFC 9002 §7.3.1 (or RFC 9406's CSS) allows for them
+    acks: int = 0
+
 
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
 NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
@@ -423,6 +518,10 @@ class Checker:
         # (Reno stacks and adapters without an epoch field never do).
         self.reports_epoch = False
         self.k_basis = None          # k-mismatch: candidate cwnd_epoch of a K not judged yet
+        self.stretch = None          # ca-off-curve: the CurveStretch being summed
+        self.prior_rtt = None        # the RTT values before this ACK's sample (ca-off-curve)
+        self.ss_stretch = None       # ss-growth-shortfall: the SlowStartStretch being summed
+        self.css_possible = False    # an RTT rise that lets HyStart++'s CSS begin was seen
 
     def flag(self, invariant: str, index: int, t: int, detail: str, occurrence=None, onset=None) -> None:
         """One occurrence.  occurrence: a callable returning its Occurrence, for invariants a
@@ -504,6 +603,9 @@ class Checker:
         if group is not None and (t != group["t"] or kind == SENT):
             self.close_loss_group()
             group = None
+        if truth.signal or truth.ambiguous or truth.idle_gap > 0 or (kind == ACKED and ev.spurious):
+            # ca-off-curve and ss-growth-shortfall sum growth between such events
+            self.stretch = self.ss_stretch = None
         if truth.signal:
             self.post_signal_acked = 0
             self.stuck_cwnd = None
@@ -665,6 +767,134 @@ class Checker:
                   f"{best:.4f} s (RFC 9438 Eq. 2, C = {CUBIC_C}, {self.mds}-byte segments)",
                   lambda: Occurrence("k-mismatch", "k-mismatch", index, t, before, after, []))
 
+    def judge_curve(self, index, ev, before, after, truth, grew) -> None:
+        """ca-off-curve: sum, over congestion-avoidance ACKs on one curve, the least and the most
+        growth RFC 9438 §4.2-§4.5 allow from the stack's own epoch, K and W_max, and flag a
+        window that leaves that band (once per stretch).  An ACK on which the stack set its
+        curve (the first of a stage) or left avoidance, or which the trace puts in recovery or
+        app-limited, ends the stretch; so does a shrinking window (excess-reduction's to judge,
+        and the switch of stacks that set cwnd to W_est)."""
+        prior, rtt = self.prior_rtt, ev.rtt
+        self.prior_rtt = rtt
+        # Snapshot fields 3 and 5-7: phase, epoch_start_us, w_max, k_us (one slice each: this
+        # runs at every ACK)
+        curve = after[5:8]
+        if (after[3] != CONGESTION_AVOIDANCE or before[3] != CONGESTION_AVOIDANCE or None in curve
+                or before[5:8] != curve or grew < 0 or truth.ack_in_recovery or truth.ack_app_limited
+                or truth.ambiguous or not before.cwnd > 0):
+            self.stretch = None
+            return
+        stretch = self.stretch
+        if stretch is None or stretch.curve != curve or stretch.last != before.cwnd:
+            self.stretch = CurveStretch(curve, index, after.cwnd, ev.t)
+            return   # the first ACK: the time since the last one is unknown
+        stretch.last = after.cwnd
+        mds, acked, now = self.mds, ev.acked_bytes, ev.t
+        epoch, w_max, k_us = curve
+        t, k, c = (now - epoch) / 1e6, k_us / 1e6, CUBIC_C * mds   # W_cubic in bytes, RFC 9438 Eq. 1
+        # RTT: the smoothed RTT (§4.2), but stacks take min_rtt (quiche, Linux) or the value before
+        # this ACK's sample: the largest of them bounds the look-ahead from above, none from below.
+        latest, smoothed, min_rtt = rtt[0], rtt[1], rtt[3]
+        rtt_hi = latest if latest > smoothed else smoothed
+        rtt_lo = min_rtt if 0 < min_rtt < smoothed else smoothed
+        if prior is not None:
+            rtt_hi = max(rtt_hi, prior[0], prior[1])
+            if 0 < prior[1] < rtt_lo:
+                rtt_lo = prior[1]
+        rtt_hi, rtt_lo = rtt_hi / 1e6, max(rtt_lo, 1) / 1e6
+        d = t + rtt_hi - k
+        target = c * d * d * d + w_max
+        high = stretch.highest
+        # §4.4, §4.5: (target - cwnd) / cwnd per segment acknowledged, target clamped to
+        # [cwnd, 1.5 cwnd]; §4.3 with α = 1: W_est's growth per window acknowledged or (RFC
+        # 8312's closed form) per RTT elapsed
+        step = (min(target, 1.5 * high) - high) / high * acked if target > high else 0.0
+        reno = mds * max(acked / high, (now - stretch.last_ack_t) / 1e6 / rtt_lo)
+        stretch.highest = high + (step if step > reno else reno)
+        if ev.bytes_in_flight + mds > before.cwnd:   # the lower bound: window_limited_bytes
+            full = self.window_limited_bytes(ev, before, truth)
+            low = stretch.lowest
+            d = t - k
+            floor = c * d * d * d + w_max
+            if full and floor > low:
+                # "for each received new ACK" (§4.4): one segment's step per ACK frame, as ngtcp2
+                # and s2n-quic read it; per acknowledged segment (Linux, quiche) grows faster
+                stretch.lowest = low + (min(floor, 1.5 * low) - low) / low * min(full, mds)
+        stretch.acks += 1
+        stretch.last_ack_t = now
+        start, slack = stretch.start, CURVE_SLACK_DATAGRAMS * mds
+        grown = after.cwnd - start
+        # A window at or below the target itself is never too high: the shadow nears a moving
+        # target ever more slowly, a stack that rounds its target up (Linux's integer bic_target)
+        # or its step (cnt = cwnd / (target - cwnd)) gets there sooner.
+        most = max((stretch.highest - start) * (1 + CURVE_REL_TOLERANCE), min(target, 1.5 * before.cwnd) - start)
+        above = grown > most + slack
+        below = grown < (stretch.lowest - start) * (1 - CURVE_REL_TOLERANCE) - slack
+        if not (above or below):
+            return
+        self.stretch = None
+        bound = (f"at most {stretch.highest - stretch.start:.0f} (W_cubic(t + {rtt_hi * 1e3:.1f} ms), or W_est "
+                 f"with alpha = 1)" if above else
+                 f"at least {stretch.lowest - stretch.start:.0f} (W_cubic(t), one segment's step per ACK that "
+                 f"found the window full)")
+        self.flag("ca-off-curve", index, ev.t,
+                  f"{'above' if above else 'below'} its own curve (epoch t={epoch} us, K = {k:.4f} s, W_max = "
+                  f"{w_max:.0f}): cwnd grew {stretch.start} -> {after.cwnd} over {stretch.acks} ACKs from event "
+                  f"{stretch.first}, {bound}, +-{CURVE_REL_TOLERANCE:.0%} and {slack} bytes",
+                  lambda: Occurrence("ca-off-curve", "above" if above else "below", index, ev.t, before,
+                                     after, [(index, ev)]), onset=stretch.first)
+
+    def window_limited_bytes(self, ev, before, truth) -> int:
+        """The bytes of this ACK a window must grow for (the lower bounds of ca-off-curve and
+        ss-growth-shortfall): none unless the window was full when it arrived -- RFC 9002 §7.8,
+        "When bytes in flight is smaller than the congestion window and sending is not pacing
+        limited, the congestion window is underutilized", and stacks judge that at the ACK
+        (quinn's and s2n-quic's app-limited state is the last send's); then those of its packets
+        sent after the last congestion signal (an ACK of the flight a persistent congestion
+        collapsed says nothing of the new window) and not app-limited."""
+        if ev.bytes_in_flight + self.mds <= before.cwnd:
+            return 0
+        since = truth.last_signal_t
+        return sum(p[2] for p in ev.packets if not p[3] and (since is None or p[1] > since))
+
+    def judge_slow_start(self, index, ev, before, after, truth, grew) -> None:
+        """ss-growth-shortfall: sum over slow-start ACKs the growth RFC 9002 §7.3.1 asks for (a
+        quarter of it once RFC 9406's conservative slow start may have begun) and flag a window
+        that falls short of it (once per stretch)."""
+        if not self.css_possible:
+            latest, min_rtt = ev.rtt[0], ev.rtt[3]
+            if min_rtt > 0 and latest >= min_rtt + min(max(min_rtt // 8, CSS_MIN_RTT_THRESH_US),
+                                                       CSS_MAX_RTT_THRESH_US):
+                self.css_possible = True   # RFC 9406 §4.2: the necessary RTT rise, in some round
+        if (not in_slow_start(before) or not in_slow_start(after) or grew < 0 or truth.signal
+                or truth.ack_in_recovery or truth.ack_app_limited or truth.ambiguous):
+            self.ss_stretch = None
+            return
+        stretch = self.ss_stretch
+        if stretch is None or stretch.last != before.cwnd:
+            stretch = self.ss_stretch = SlowStartStretch(index, before.cwnd, before.cwnd)
+        stretch.last = after.cwnd
+        full = self.window_limited_bytes(ev, before, truth)
+        if before.ssthresh is not None:
+            full = min(full, before.ssthresh - before.cwnd)   # Linux: min(cwnd + acked, ssthresh)
+        stretch.acked += full
+        stretch.owed += full / CSS_GROWTH_DIVISOR if self.css_possible else full
+        stretch.acks += 1
+        grown = after.cwnd - stretch.start
+        least = stretch.owed * (1 - SS_REL_TOLERANCE) - SS_SLACK_DATAGRAMS * self.mds
+        if grown >= least:
+            return
+        self.ss_stretch = None
+        rule = ("a quarter of them once an RTT rise let RFC 9406's conservative slow start begin"
+                if self.css_possible else "all of them")
+        self.flag("ss-growth-shortfall", index, ev.t,
+                  f"slow start grew cwnd {stretch.start} -> {after.cwnd} over {stretch.acks} ACKs from event "
+                  f"{stretch.first}, which acknowledged {stretch.acked} bytes with the window full: at least "
+                  f"{max(least, 0):.0f} expected ({rule}, -{SS_REL_TOLERANCE:.0%} and "
+                  f"{SS_SLACK_DATAGRAMS * self.mds} bytes)",
+                  lambda: Occurrence("ss-growth-shortfall", "ss-growth-shortfall", index, ev.t, before, after,
+                                     [(index, ev)]), onset=stretch.first)
+
     def check_ack(self, index, ev, before, after, truth, grew) -> None:
         t, flag = ev.t, self.flag
         acked = ev.acked_bytes
@@ -693,6 +923,9 @@ class Checker:
                  f"(at most {acked // 2} + {self.mds})")
         if self.k_basis and before.phase == CONGESTION_AVOIDANCE and after.phase == CONGESTION_AVOIDANCE:
             self.judge_k(index, t, before, after)
+        if self.time_based:
+            self.judge_curve(index, ev, before, after, truth, grew)
+        self.judge_slow_start(index, ev, before, after, truth, grew)
         if (grew > 0 and self.time_based and self.reports_epoch and before.phase == CONGESTION_AVOIDANCE
                 and after.epoch_start_us is None):
             flag("ca-without-epoch", index, t,

@@ -931,6 +931,58 @@ class S2nRenoFriendlySet(Mechanism):
         return after.cwnd < before.cwnd and abs(after.cwnd - w_est) <= 0.01 * w_est
 
 
+class WEstClosedForm(Mechanism):
+    """RFC 8312's closed-form Reno-friendly estimate (quinn: cubic.rs:49-56, 131-155):
+    W_est(t) = W_max x 0.7 + 3 x 0.3 / 1.7 x t / RTT, a function of the time since the
+    stack's epoch, not RFC 9438 §4.3's W_est += α x acked / cwnd per ACK.  It grows with
+    elapsed time whatever was acknowledged, so after a gap (an idle period the stack keeps in t,
+    a stall) the window jumps to it faster than ca-off-curve's per-ACK sums allow.  Explains a
+    ca-off-curve above the curve only where the window after the ACK is at most that W_est,
+    from the stack's own W_max and epoch, plus one datagram (quinn adds a whole MTU at a time,
+    s2n-quic caps the step, cubic.rs:556-558): a larger W_est (another α or β) or growth
+    past it stays a violation.  RTT: quinn's smoothed RTT, before or after this ACK's sample."""
+    name = "w-est-closed-form"
+    invariants = frozenset({"ca-off-curve"})
+    rule = "quinn-proto src/congestion/cubic.rs:49-56, 131-155 (0.11.19)"
+    families = ("cubic",)
+    beta = 0.7
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.rtt = None          # the RTT values of the ACK before the current one
+        self.prior_rtt = None
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == ACKED:
+            self.prior_rtt, self.rtt = self.rtt, ev.rtt
+
+    def rtts(self) -> list:
+        """The RTTs (µs) the stack may have divided by: smoothed, after and before the sample."""
+        return [r[1] for r in (self.rtt, self.prior_rtt) if r is not None]
+
+    def explains(self, occ: Occurrence) -> bool:
+        after = occ.after
+        if occ.cause != "above" or after.epoch_start_us is None or after.w_max is None:
+            return False
+        rtts = [r for r in self.rtts() if r > 0]
+        if not rtts:
+            return False
+        t = (occ.t - after.epoch_start_us) / 1e6
+        alpha = 3 * (1 - self.beta) / (1 + self.beta)
+        w_est = after.w_max * self.beta + alpha * t / (min(rtts) / 1e6) * self.mds   # RFC 8312 Eq. 4
+        return after.cwnd <= w_est + self.mds
+
+
+class S2nWEstClosedForm(WEstClosedForm):
+    """s2n-quic's W_est is the same closed form over min_rtt (cubic.rs:771-776, 380), not the
+    smoothed RTT: explained only with the harness's min RTT."""
+    name = "s2n-w-est-closed-form"
+    rule = "src/recovery/cubic.rs:547-567, 771-776 (s2n-quic-core 0.91.0)"
+
+    def rtts(self) -> list:
+        return [self.rtt[3]] if self.rtt is not None else []
+
+
 class S2nFastConvergenceRfc8312(Mechanism):
     """s2n-quic's fast convergence is RFC 8312 §4.6's: W_max is reduced to 0.85 of the window
     when that window is below W_last_max, the *unreduced* window of the previous congestion
@@ -995,4 +1047,5 @@ MECHANISMS = {m.name: m for m in (Ngtcp2DeliverySsthresh, Ngtcp2GapFillAck, Ngtc
                                   PicoquicRecoveryByPacketNumber, PicoquicAppLimitedByTimestamp,
                                   AioquicFlightSizeSsthresh, AioquicIdleReset, AioquicRenoFriendlySwitch,
                                   S2nUnderUtilized, S2nRecoveryByState, S2nRenoFriendlySet, S2nFastConvergenceRfc8312,
+                                  WEstClosedForm, S2nWEstClosedForm,
                                   S2nEcnOnNewLargestOnly)}

@@ -292,10 +292,26 @@ def app_limited_then_bulk() -> Trace:
                       "RTT), then cwnd-limited again (RFC 9002 §7.8, RFC 9438 §5.8)")
 
 
+def convex_probing() -> Trace:
+    """One loss burst, then 7 s of cwnd-limited congestion avoidance, ACK per packet: the
+    window climbs the concave side of W_cubic(t) to W_max (t = K, about 3 s) and goes on into
+    the convex region (RFC 9438 §4.4, §4.5) past it.  The other examples leave avoidance
+    long before t = K, so a slip in C, in t - K or in the RTT look-ahead moves their windows
+    by less than a datagram; here the window follows one curve for 60 round trips
+    (ca-off-curve)."""
+    flow = Flow(200_000)
+    losses = burst(50, 6, 2)
+    flow.drop = lambda pn: pn in losses
+    flow.bulk(5_600_000)
+    return flow.trace("convex-probing", "one loss burst, then 7 s of congestion avoidance: the concave region "
+                      "up to W_max and the convex region past it (RFC 9438 §4.4, §4.5)")
+
+
 def main() -> None:
     for name, make in (("death-spiral", death_spiral), ("idle-restart", idle_restart),
                        ("repeated-losses", repeated_losses), ("ecn-small-window", ecn_small_window),
-                       ("long-recovery", long_recovery), ("app-limited-then-bulk", app_limited_then_bulk)):
+                       ("long-recovery", long_recovery), ("app-limited-then-bulk", app_limited_then_bulk),
+                       ("convex-probing", convex_probing)):
         path = HERE / f"{name}.jsonl"
         path.write_text(dump_trace(make()))
         print(path)

@@ -153,6 +153,11 @@ PER_FRAME_S2N = ("s2n-quic calls on_ack once per ACK frame with the frame's byte
                  "seen at an ACK (cubic.rs:297, 329-341, 556-558): two frames are a different input, "
                  "and growth on the second frame of an app-limited burst is its under-utilized rule "
                  "(profile under-utilized-window); only documented deviations move")
+PER_FRAME_PICOQUIC_SEED = ("picoquic seeds slow start from the bandwidth estimate each ACK frame gives "
+                           "(cubic.c:259-270, cc_common.c:233-245; profile slow-start-bandwidth-seed, mechanism-"
+                           "checked): split, the first frame's smaller sample seeds a window above its reference "
+                           "for 16 ACKs, a divergence that deviation's own trigger excuses; only documented "
+                           "deviations move")
 # (trace, stack name) -> violations a listed relation may add: a stack's own documented but
 # unwaived finding that the relation's input reaches and the original does not.
 NEW_VIOLATIONS = {("ecn-small-window.jsonl", "quinn"): {"missing-reduction", "trajectory-divergence"},  # follows it
@@ -197,6 +202,10 @@ KNOWN_STACK_CHANGES = {
     ("idle-restart.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
     ("app-limited-then-bulk.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
     ("repeated-losses.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("convex-probing.jsonl", "aioquic"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("convex-probing.jsonl", "quinn"): ({"split-all-acks"}, ACKS_FIRST_DEPTH),
+    ("convex-probing.jsonl", "ngtcp2"): ({"split-all-acks"}, PER_FRAME),
+    ("convex-probing.jsonl", "picoquic-reno"): ({"split-all-acks"}, PER_FRAME_PICOQUIC_SEED),
     ("quiche-missed-event-then-growth.jsonl", "quinn"): ({"split-all-acks", "split-ack@12"}, SPLIT_USES_K),
     ("death-spiral.jsonl", "quinn-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
     ("death-spiral.jsonl", "aioquic-reno"): ({"split-all-acks", "split-ack@6"}, ACKS_FIRST_DEPTH),
