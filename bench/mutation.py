@@ -1,8 +1,10 @@
-"""Mutation score of a stack's controller (issue #21 item 4): the C stacks and the Rust ones.
+"""Mutation score of a stack's controller (issue #21 item 4): every stack but the oracle.
 
-A small, fixed set of C mutation operators (C stacks), or cargo-mutants' mutants (quiche,
-quinn, s2n-quic, below), is applied, one change at a time, to the pinned source of a stack's
-controller file; each mutant is built with
+A small, fixed set of C mutation operators (ngtcp2, picoquic, and Linux's tcp_cubic.c, taken
+out of Debian's linux-source tarball into a kernel tree once per campaign), the same operators
+over Python's tokens (aioquic's cubic.py, bench/mutation_python.py), or cargo-mutants' mutants
+(quiche, quinn, s2n-quic, below), is applied, one change at a time, to the pinned source of a
+stack's controller file; each mutant is built with
 `ccdiff build STACK --source` into a scratch build folder (bench/planted_bugs.py's
 path: the pinned builds are never touched) and judged against the pristine pinned
 build on the same inputs.
@@ -100,9 +102,14 @@ from ccdiff.fuzzing.triage import invariant_only_in_candidate  # noqa: E402
 
 # The controller file(s) of each stack, inside the stack's source tree.
 STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",),
+               "linux": ("net/ipv4/tcp_cubic.c",), "aioquic": ("src/aioquic/quic/congestion/cubic.py",),
                "quiche": ("src/recovery/congestion/cubic.rs",), "quinn": ("src/congestion/cubic.rs",),
                "s2n-quic": ("src/recovery/cubic.rs",)}
+# Linux's source is a tarball inside Debian's linux-source package; implementations/linux/build.sh
+# also takes a kernel tree holding these files, which source_tree extracts once per campaign.
+KERNEL_FILES = ("net/ipv4/tcp_cubic.c", "net/ipv4/tcp_cong.c", "include/net/tcp.h", "Makefile")
 RUST_STACKS = {"quiche", "quinn", "s2n-quic"}     # mutants from cargo-mutants, not the C operators
+PYTHON_STACKS = {"aioquic"}                       # the C operators over Python tokens (mutation_python.py)
 CARGO_MUTANTS_HINT = "install with: cargo install --locked cargo-mutants"
 CONFORM_SCENARIOS = ("death-spiral", "idle-restart", "tail-loss", "persistent-congestion", "shallow-buffer")
 BEFORE_TRACES = ("death-spiral.jsonl", "idle-restart.jsonl")   # the two original examples
@@ -600,6 +607,33 @@ def line_coverage(spec: str, traces: list[str], seeds: int, work: Path) -> dict:
 # ---------------------------------------------------------------- campaign
 
 
+def source_tree(stack: str, work: Path) -> tuple[str, Path]:
+    """The pinned spec and a source tree to mutate: planted_bugs's pristine_tree, except for
+    Linux, whose package holds the kernel as one tarball: the files its build.sh reads are
+    taken out of it into a kernel tree (net/ipv4/tcp_cubic.c at its top), which build.sh
+    builds as it builds a checkout."""
+    spec, source = pristine_tree(stack, work)
+    if stack != "linux":
+        return spec, source
+    tree = work / "linux-tree"
+    if not (tree / KERNEL_FILES[0]).exists():
+        import tarfile
+        (tarball,) = sorted(source.glob("linux-source-*.tar.xz"))
+        top = tarball.name[:-len(".tar.xz")]
+        wanted = {f"{top}/{f}": f for f in KERNEL_FILES}
+        with tarfile.open(tarball, "r:xz") as tar:
+            for member in tar:
+                if member.name in wanted and member.isfile():
+                    target = tree / wanted.pop(member.name)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(tar.extractfile(member).read())
+                    if not wanted:
+                        break
+        if wanted:
+            raise Failed(f"{tarball.name} lacks {', '.join(sorted(wanted.values()))}")
+    return spec, tree
+
+
 class Campaign:
     """The pristine tree and verdicts of one stack, and one scratch tree mutated in place."""
 
@@ -607,7 +641,7 @@ class Campaign:
                  fuzz_seconds: int = 0, fuzz_engine: str = "afl"):
         self.stack, self.work, self.traces, self.seeds, self.log = stack, work, traces, seeds, log
         self.fuzz_seconds, self.fuzz_engine = fuzz_seconds, fuzz_engine
-        self.spec, self.source = pristine_tree(stack, work)
+        self.spec, self.source = source_tree(stack, work)
         self.tree = work / f"{stack}-mutant"
         if self.tree.exists():
             shutil.rmtree(self.tree)
@@ -737,18 +771,22 @@ def plan(stack: str, functions: list[str] | None, sample: int | None, seed: int,
         raise BadInput(f"unknown stack {stack!r}: the stacks with mutants are {', '.join(STACK_FILES)}")
     if stack in RUST_STACKS and shutil.which("cargo-mutants") is None:
         raise BadInput(f"cargo-mutants not found: {CARGO_MUTANTS_HINT}")
-    _, source = pristine_tree(stack, work)
+    _, source = source_tree(stack, work)
     texts = {file: (source / file).read_bytes().decode() for file in STACK_FILES[stack]}
     listing = cargo_mutants_listing(source, STACK_FILES[stack]) if stack in RUST_STACKS else None
+    from mutation_python import python_function_names, python_mutants
+    names_in = python_function_names if stack in PYTHON_STACKS else functions_in
     if functions is not None:
         known = ({(e.get("function") or {}).get("function_name", "") for e in listing} - {""}
-                 if listing is not None else {name for text in texts.values() for name in functions_in(text)})
+                 if listing is not None else {name for text in texts.values() for name in names_in(text)})
         missing = [f for f in functions if f not in known]
         if missing:
             raise BadInput(f"no function {', '.join(missing)} in {', '.join(STACK_FILES[stack])} "
                            f"(known: {', '.join(sorted(known))})")
     if listing is not None:
         everything = rust_mutants(listing, texts, functions)
+    elif stack in PYTHON_STACKS:
+        everything = [m for file, text in texts.items() for m in python_mutants(text, file, functions)]
     else:
         everything = [m for file, text in texts.items() for m in mutants(text, file, functions)]
     if sample is not None and sample < 1:

@@ -312,6 +312,8 @@ class CurveStretch:
     highest: float = 0.0  # the fastest window: W_cubic(t + the largest RTT), or W_est with α = 1
     lowest: float = 0.0   # the slowest: W_cubic(t), one segment's step per ACK of a full window
     acks: int = 0
+    rate: float = 0.0     # with a rate tick: the fastest window's step per byte, and its tick
+    rate_tick: int = -1
 
     def __post_init__(self):
         self.last = self.start
@@ -486,7 +488,7 @@ class Checker:
 
     def __init__(self, stack: str, max_datagram_size: int, family: str = "cubic",
                  min_window_datagrams: int = 2, loss_applied_with_ack: bool = False,
-                 bdp_bytes: int | None = None, mechanisms: dict | None = None):
+                 bdp_bytes: int | None = None, mechanisms: dict | None = None, rate_tick_us: int = 0):
         self.stack = stack
         # Mechanism-checked deviations (Profile.mechanisms): invariant -> [(deviation id,
         # Mechanism)].  An occurrence of such an invariant that a mechanism explains goes to
@@ -520,6 +522,7 @@ class Checker:
         self.k_basis = None          # k-mismatch: candidate cwnd_epoch of a K not judged yet
         self.stretch = None          # ca-off-curve: the CurveStretch being summed
         self.prior_rtt = None        # the RTT values before this ACK's sample (ca-off-curve)
+        self.rate_tick_us = rate_tick_us   # ca-off-curve: Profile.ca_rate_tick_us
         self.ss_stretch = None       # ss-growth-shortfall: the SlowStartStretch being summed
         self.css_possible = False    # an RTT rise that lets HyStart++'s CSS begin was seen
 
@@ -809,6 +812,18 @@ class Checker:
         # [cwnd, 1.5 cwnd]; §4.3 with α = 1: W_est's growth per window acknowledged or (RFC
         # 8312's closed form) per RTT elapsed
         step = (min(target, 1.5 * high) - high) / high * acked if target > high else 0.0
+        if self.rate_tick_us:
+            # Linux: bictcp_update computes ca->cnt in whole segments, cnt = cwnd / (bic_target -
+            # cwnd) with an integer bic_target (tcp_cubic.c:279-290: rounded up here, an upper
+            # bound), at least 2 (:321), and at most once per jiffy (:221-230); tcp_cong_avoid_ai
+            # then adds a segment per cnt packets to every ACK of that jiffy, past a target the
+            # window reached meanwhile.
+            tick = now // self.rate_tick_us
+            if tick != stretch.rate_tick:
+                window, goal = before.cwnd // mds, math.ceil(target / mds)
+                stretch.rate = 1 / max(2, window // (goal - window)) if goal > window else 0.0
+                stretch.rate_tick = tick
+            step = max(step, stretch.rate * acked)
         reno = mds * max(acked / high, (now - stretch.last_ack_t) / 1e6 / rtt_lo)
         stretch.highest = high + (step if step > reno else reno)
         if ev.bytes_in_flight + mds > before.cwnd:   # the lower bound: window_limited_bytes

@@ -60,6 +60,10 @@ class Profile:
     sustain_events: int = 16           # consecutive ACKs beyond tolerance that make a finding
     min_window_datagrams: int = 2
     ecn: bool = True                   # False: the stack ignores ECN counts (no ECT sent)
+    # The stack computes its avoidance rate at most once per clock tick (Linux: once per jiffy)
+    # and applies it to every ACK of that tick: ca-off-curve's fastest window does the same.
+    # The spec's hz= option sets the tick where the stack has one.
+    ca_rate_tick_us: int = 0
     deviations: list = field(default_factory=list)
     known: list = field(default_factory=list)   # [[known]] upstream issues and fixes (ccdiff/status.py)
     upstream: dict = field(default_factory=dict)   # [upstream]: when the tracker was checked, against what
@@ -83,6 +87,11 @@ class Profile:
                     options[key] = value
         text = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
         return REFERENCE[family] + (f":{text}" if text else "")
+
+    def rate_tick_us(self, options: tuple = ()) -> int:
+        """ca_rate_tick_us, or 1 s / hz when the spec sets the stack's clock rate (linux:hz=1000)."""
+        hz = dict(options).get("hz")
+        return 1_000_000 // int(hz) if hz and self.ca_rate_tick_us else self.ca_rate_tick_us
 
     def divergence_excuses(self, observed: dict, at: int) -> tuple[list, list]:
         """The deviations that excuse a trajectory divergence beginning at event `at`: those
@@ -236,6 +245,7 @@ def load_profile(recipe) -> Profile:
                    sustain_events=int(divergence.get("sustain_events", 16)),
                    min_window_datagrams=int(data.get("min_window_datagrams", 2)),
                    ecn=bool(data.get("ecn", True)),
+                   ca_rate_tick_us=int(data.get("ca_rate_tick_us", 0)),
                    deviations=deviations, known=known, upstream=upstream)
 
 

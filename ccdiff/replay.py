@@ -69,7 +69,8 @@ def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
     controller = open_controller(target, header.max_datagram_size, header.initial_rtt_us)
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
     checker = Checker(target.label, header.max_datagram_size, target.family, profile.min_window_datagrams,
-                      provisional, mechanisms=profile.mechanisms(header.max_datagram_size, target.family))
+                      provisional, mechanisms=profile.mechanisms(header.max_datagram_size, target.family),
+                      rate_tick_us=profile.rate_tick_us(target.options))
     return Run(target, controller, checker, profile, hidden=hidden)
 
 

@@ -246,3 +246,65 @@ def test_a_quarter_of_the_growth_passes_only_after_an_rtt_rise_that_lets_css_beg
 def test_ss_growth_shortfall_quotes_rfc_9002_and_is_waivable():
     inv = CATALOG["ss-growth-shortfall"]
     assert inv.waivable and inv.keyword == "descriptive" and "increases by the number of bytes" in inv.quote
+
+
+class LinuxCntFrozenForAJiffy:
+    """The snapshots Linux's tcp_cubic gave in the case that showed its rule (a HyStart mutant
+    on convex-probing, events 214-271): epoch 1.0 s, K 3.104 s, W_max 37 segments, cwnd 25
+    segments, and a flight of 40 packets acknowledged in pairs within one jiffy.  bictcp_update
+    computed cnt = 25 / (28 - 25) = 8 at the first ACK (its integer bic_target rounds
+    W_cubic(t + RTT) = 27.2 up) and kept it for the whole jiffy: a segment per 8 packets (2
+    carried in snd_cwnd_cnt), to 30 segments, where RFC 9438 recomputes the target at every
+    ACK and stops near 27."""
+
+    def __init__(self):
+        self.acked = 0
+
+    def step(self, ev):
+        if ev.kind == ACKED and ev.t >= 1_000_000:
+            self.acked += len(ev.packets)
+        epoch = 1_000_000 if ev.t >= 1_000_000 else None
+        return Snapshot(30_000 + 1_200 * ((self.acked + 2) // 8), 30_000, ev.bytes_in_flight_after,
+                        CONGESTION_AVOIDANCE, None, epoch, 44_400.0, 3_104_492.0)
+
+
+def _one_jiffy_of_acks():
+    from .flow import Flow
+    flow = Flow()
+    flow.send(1)
+    flow.wait(200_000).ack([0])            # the RTT sample: 200 ms
+    flow.wait(600_000)
+    flight = flow.send(40)
+    flow.wait(200_000)
+    for i in range(0, 40, 2):
+        flow.ack(flight[i:i + 2])          # 20 ACKs at t = 1.0 s
+    return flow.trace()
+
+
+def test_a_rate_computed_once_per_tick_is_the_stacks_documented_rule_not_a_finding():
+    """Linux's profile sets ca_rate_tick_us (deviation cnt-once-per-jiffy): the fastest window
+    then keeps the tick's first rate for every ACK of the tick.  The same snapshots without it
+    leave the curve."""
+    trace = _one_jiffy_of_acks()
+    def check(tick):
+        ledger, truth, fake = Ledger(trace.header), Truth(), LinuxCntFrozenForAJiffy()
+        checker = Checker("linux", 1200, rate_tick_us=tick)
+        before = None
+        for index, event in enumerate(trace.events):
+            ev = ledger.resolve(event)
+            truth.update(ev)
+            snap = fake.step(ev)
+            checker.check(index, ev, before, snap, truth)
+            before = snap
+        return {f.invariant: f for f in checker.finish()}
+    assert check(0)["ca-off-curve"].detail.startswith("above")
+    assert "ca-off-curve" not in check(4_000)
+
+
+def test_the_rate_tick_comes_from_the_profile_and_the_specs_hz():
+    from ccdiff.profiles import load_profile
+    from ccdiff.stacks import load_recipes
+    recipes = load_recipes()
+    linux = load_profile(recipes["linux"])
+    assert linux.rate_tick_us(()) == 4_000 and linux.rate_tick_us((("hz", "1000"),)) == 1_000
+    assert load_profile(recipes["quiche"]).rate_tick_us((("hz", "1000"),)) == 0

@@ -92,10 +92,43 @@ def test_the_statement_line_decides_unreached():
 
 
 def test_bad_input_is_one_line_and_exit_2(capsys):
-    assert mutation.main(["aioquic", "--list"]) == 2     # no mutant generator for a Python stack yet
+    assert mutation.main(["oracle", "--list"]) == 2      # ccdiff's own controller has no pinned source
     assert mutation.main(["ngtcp2", "--functions", "no_such_function", "--list"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "unknown stack 'aioquic'" in err[0] and "no function no_such_function" in err[1]
+    assert len(err) == 2 and "unknown stack 'oracle'" in err[0] and "no function no_such_function" in err[1]
+
+
+PYTHON_SNIPPET = """\
+BETA = 0.7
+
+
+def w_cubic(t, k, w_max):
+    # a comment: x < 1 is never mutated, nor is "a < b" in a string
+    if t < k and w_max > 0:
+        return -0.4 * (t - k) ** 3 + w_max
+    return w_max * 2
+"""
+
+
+def test_the_c_operators_over_python_tokens():
+    """bench/mutation_python.py: aioquic's cubic.py gets the C set -- ror, aor (and ** -> *),
+    lcr as and/or, icr on integers only, neg as `not (...)` -- never in comments, strings, float
+    literals or a unary minus; every mutant names its function and applies to its own span."""
+    from mutation_python import python_mutants
+    found = python_mutants(PYTHON_SNIPPET, "snippet.py")
+    ids = [m.id for m in found]
+    assert ids == [
+        "snippet.py:6:8:neg:!", "snippet.py:6:10:ror:<=", "snippet.py:6:10:ror:>=", "snippet.py:6:14:lcr:or",
+        "snippet.py:6:24:ror:<=", "snippet.py:6:24:ror:>=", "snippet.py:6:26:icr:1",
+        "snippet.py:7:21:aor:/", "snippet.py:7:26:aor:+", "snippet.py:7:31:aor:*", "snippet.py:7:34:icr:2",
+        "snippet.py:7:34:icr:4", "snippet.py:7:36:aor:-", "snippet.py:8:18:aor:/", "snippet.py:8:20:icr:1",
+        "snippet.py:8:20:icr:3"]
+    assert {m.function for m in found} == {"w_cubic"}
+    by_id = {m.id: m for m in found}
+    assert by_id["snippet.py:6:8:neg:!"].apply(PYTHON_SNIPPET).splitlines()[5] == "    if not (t < k and w_max > 0):"
+    assert by_id["snippet.py:7:31:aor:*"].apply(PYTHON_SNIPPET).splitlines()[6] == \
+        "        return -0.4 * (t - k) * 3 + w_max"
+    assert python_mutants(PYTHON_SNIPPET, "snippet.py", ["other"]) == []
 
 
 # A listing recorded with `cargo mutants --Zmutate-file cargo-mutants-snippet.rs --json`
