@@ -938,9 +938,10 @@ class WEstClosedForm(Mechanism):
     elapsed time whatever was acknowledged, so after a gap (an idle period the stack keeps in t,
     a stall) the window jumps to it faster than ca-off-curve's per-ACK sums allow.  Explains a
     ca-off-curve above the curve only where the window after the ACK is at most that W_est,
-    from the stack's own W_max and epoch, plus one datagram (quinn adds a whole MTU at a time,
-    s2n-quic caps the step, cubic.rs:556-558): a larger W_est (another α or β) or growth
-    past it stays a violation.  RTT: quinn's smoothed RTT, before or after this ACK's sample."""
+    from the stack's own W_max and epoch, plus one datagram (quinn adds a whole MTU at a time;
+    s2n-quic caps the step, its src/recovery/cubic.rs:556-558): a larger W_est (another α or
+    β) or growth past it stays a violation.  RTT: quinn's smoothed RTT, before or after this
+    ACK's sample."""
     name = "w-est-closed-form"
     invariants = frozenset({"ca-off-curve"})
     rule = "quinn-proto src/congestion/cubic.rs:49-56, 131-155 (0.11.19)"

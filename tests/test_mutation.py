@@ -251,3 +251,22 @@ def test_fuzz_kills_read_the_diff_triage_signature_of_the_candidate_only():
     assert invariant_only_in_candidate(only_in_signature("w-max-mismatch", "candidate")) == "w-max-mismatch"
     assert invariant_only_in_candidate(only_in_signature("w-max-mismatch", "baseline")) is None
     assert invariant_only_in_candidate("diff--cwnd") is None
+
+
+@pytest.mark.parametrize("stack, mutant_id, invariant", [
+    # Linux 6.12 tcp_cubic.c:533, cubictcp_register: cube_factor = 1ull << (10+3*BICTCP_HZ),
+    # 2^40, planted as 2^41 -> K from another constant (RFC 9438 Eq. 2): k-mismatch.  The
+    # kernel tree comes out of the package's tarball (mutation.source_tree).
+    ("linux", "tcp_cubic.c:533:28:icr:2", "k-mismatch"),
+    # aioquic 1.7.2 cubic.py:178, on_packets_lost's fast convergence: W_max = cwnd * (1 + β) / 2,
+    # planted as / 3 -> w-max-mismatch (RFC 9438 §4.7).  The C operators over Python tokens.
+    ("aioquic", "cubic.py:178:84:icr:3", "w-max-mismatch"),
+])
+def test_linux_and_aioquic_mutants_are_planted_built_and_judged(stack, mutant_id, invariant, tmp_path):
+    plan = {m.id: m for m in mutation.plan(stack, None, None, 0, tmp_path)}
+    campaign = mutation.Campaign(stack, tmp_path, mutation.glob_examples(), seeds=0)
+    row = campaign.judge(plan[mutant_id], None)
+    assert row["build"] == "ok" and row["after"]["verdict"] == "killed", row
+    assert any(k.startswith("replay ") and invariant in k for k in row["after"]["kills"]), row["after"]
+    control = campaign.judge(None, None)
+    assert control["after"]["verdict"] == "survived-identical" and control["after"]["replay_differs"] == []
