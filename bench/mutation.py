@@ -85,6 +85,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections import Counter
@@ -617,7 +618,6 @@ def source_tree(stack: str, work: Path) -> tuple[str, Path]:
         return spec, source
     tree = work / "linux-tree"
     if not (tree / KERNEL_FILES[0]).exists():
-        import tarfile
         (tarball,) = sorted(source.glob("linux-source-*.tar.xz"))
         top = tarball.name[:-len(".tar.xz")]
         wanted = {f"{top}/{f}": f for f in KERNEL_FILES}

@@ -15,11 +15,13 @@ enclosing function is the innermost `def` (a method's bare name, as `--functions
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import keyword
 import tokenize
 
-from mutation import AOR, LCR, ROR, Mutant   # noqa: F401 (the same tables as the C set)
+from mutation import AOR, ROR, Mutant   # the same tables as the C set
+from mutation import _int_replacements as _c_int_replacements
 
 PY_AOR = {**AOR, "**": ("*",)}
 PY_LCR = {"and": ("or",), "or": ("and",)}
@@ -46,10 +48,8 @@ def _is_operand_end(tok) -> bool:
 
 
 def _int_replacements(text: str) -> list[str]:
-    if not text.isdigit() or (len(text) > 1 and text.startswith("0")):
-        return []
-    value = int(text)
-    return [str(value + 1)] + ([str(value - 1)] if value > 0 else [])
+    """The C rule for a plain decimal literal; floats, 1e6, 0x.., 1_000 are left alone."""
+    return _c_int_replacements(text) if text.isdigit() else []
 
 
 def python_mutants(text: str, file: str, functions: list[str] | None = None) -> list[Mutant]:
@@ -86,7 +86,7 @@ def python_mutants(text: str, file: str, functions: list[str] | None = None) -> 
             sites.append(("neg", cond_start, cond_end, old, (f"not ({old})",)))
     out = []
     for operator, start, end, old, news in sites:
-        line = max(k for k, s in enumerate(line_starts[:-1], 1) if s <= start)
+        line = bisect.bisect_right(line_starts, start)
         function = _enclosing(spans, line)
         if functions is not None and function not in functions:
             continue

@@ -826,12 +826,12 @@ class Checker:
             step = max(step, stretch.rate * acked)
         reno = mds * max(acked / high, (now - stretch.last_ack_t) / 1e6 / rtt_lo)
         stretch.highest = high + (step if step > reno else reno)
-        if ev.bytes_in_flight + mds > before.cwnd:   # the lower bound: window_limited_bytes
-            full = self.window_limited_bytes(ev, before, truth)
+        full = self.window_limited_bytes(ev, before, truth)
+        if full:
             low = stretch.lowest
             d = t - k
             floor = c * d * d * d + w_max
-            if full and floor > low:
+            if floor > low:
                 # "for each received new ACK" (§4.4): one segment's step per ACK frame, as ngtcp2
                 # and s2n-quic read it; per acknowledged segment (Linux, quiche) grows faster
                 stretch.lowest = low + (min(floor, 1.5 * low) - low) / low * min(full, mds)

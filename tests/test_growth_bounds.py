@@ -25,11 +25,12 @@ EXAMPLES = project_root() / "examples"
 CONVEX = EXAMPLES / "convex-probing.jsonl"
 
 
-def _run(trace, controller, perturb=None) -> dict:
+def _run(trace, controller, perturb=None, **checker_options) -> dict:
     """invariant -> Finding for `controller` (anything with step(ev) -> Snapshot) over a trace,
-    its snapshots optionally perturbed (perturb(ev, snap) -> Snapshot)."""
+    its snapshots optionally perturbed (perturb(ev, snap) -> Snapshot); checker_options go to
+    Checker (rate_tick_us)."""
     ledger, truth = Ledger(trace.header), Truth()
-    checker = Checker("test", trace.header.max_datagram_size)
+    checker = Checker("test", trace.header.max_datagram_size, **checker_options)
     before = None
     for index, event in enumerate(trace.events):
         ev = ledger.resolve(event)
@@ -286,19 +287,8 @@ def test_a_rate_computed_once_per_tick_is_the_stacks_documented_rule_not_a_findi
     then keeps the tick's first rate for every ACK of the tick.  The same snapshots without it
     leave the curve."""
     trace = _one_jiffy_of_acks()
-    def check(tick):
-        ledger, truth, fake = Ledger(trace.header), Truth(), LinuxCntFrozenForAJiffy()
-        checker = Checker("linux", 1200, rate_tick_us=tick)
-        before = None
-        for index, event in enumerate(trace.events):
-            ev = ledger.resolve(event)
-            truth.update(ev)
-            snap = fake.step(ev)
-            checker.check(index, ev, before, snap, truth)
-            before = snap
-        return {f.invariant: f for f in checker.finish()}
-    assert check(0)["ca-off-curve"].detail.startswith("above")
-    assert "ca-off-curve" not in check(4_000)
+    assert _run(trace, LinuxCntFrozenForAJiffy())["ca-off-curve"].detail.startswith("above")
+    assert "ca-off-curve" not in _run(trace, LinuxCntFrozenForAJiffy(), rate_tick_us=4_000)
 
 
 def test_the_rate_tick_comes_from_the_profile_and_the_specs_hz():
