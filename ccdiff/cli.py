@@ -492,8 +492,8 @@ class StackSpecs(argparse.Action):
 
 
 def cmd_conform(args) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from .conform import cpu_count, default_stacks, earlier_outputs, run_conform, with_controls
+    from .conform import default_stacks, with_controls
+    from .outdir import OutputFolder
     shard = None
     if args.shard is not None:
         from .shard import parse_shard
@@ -522,7 +522,19 @@ def cmd_conform(args) -> int:
         from .shard import run_identity
         run = run_identity(stacks, scenarios, seeds, traces=args.traces, timeout_s=args.timeout or None,
                            report=args.report, qlog_schema=args.qlog_schema)
-    earlier = earlier_outputs(args.out)   # what a run before this one wrote into OUT
+    with OutputFolder(args.out, inputs=_scenario_files(scenarios) + [args.baseline]) as folder:
+        return _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, compared)
+
+
+def _scenario_files(scenarios) -> list:
+    return [s.source for s in scenarios if getattr(s, "source", None)]
+
+
+def _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, compared) -> int:
+    """The run, once OUT is locked and ours (ccdiff/outdir.py)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from .conform import cpu_count, run_conform
+    folder.claim("cases.jsonl")          # the journal: written case by case from here on
     jobs = args.jobs or cpu_count()
     from .shard import in_shard
     total = sum(in_shard(i, shard) for i in range(len(stacks) * len(scenarios) * len(seeds)))
@@ -544,25 +556,33 @@ def cmd_conform(args) -> int:
                   "command again to resume", file=sys.stderr)
             raise
     # A shard's reports are the merge's: one report per failing stack over every scenario.
-    code = write_conform_outputs(summary, args.out, stacks, earlier, report=args.report and shard is None,
+    code = write_conform_outputs(summary, folder, stacks, report=args.report and shard is None,
                                  traces=args.traces, qlog_schema=args.qlog_schema, baseline=baseline,
                                  baseline_path=args.baseline, tolerance=args.tolerance, compared=compared)
     if shard is not None:
         from .shard import write_marker
+        folder.claim("shard.json")
         marker = write_marker(args.out, shard, run, summary)    # last: the shard is complete
         print(f"shard {shard[0]}/{shard[1]} complete: {marker} (join the shards with "
               f"`ccdiff merge DIR... --out OUT`)", file=sys.stderr)
     return code
 
 
-def write_conform_outputs(summary: dict, out: str, stacks: list, earlier: tuple, *, report: bool, traces: str,
+def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, traces: str,
                           qlog_schema: str, baseline, baseline_path: str | None, tolerance: float,
                           compared: list | None = None) -> int:
     """The end of `conform` and of `merge`: summary.json, junit.xml, the reports of failing
     stacks, stale outputs of an earlier run removed, the overview; the terminal summary and
     regressions (--baseline FILE) or what is new against a baseline build (--against,
-    `compared` its label pairs).  Returns the exit code."""
-    from .conform import exit_code, print_summary, remove_stale_outputs, write_outputs
+    `compared` its label pairs).  folder: OUT, an open OutputFolder (ccdiff/outdir.py).
+    Returns the exit code."""
+    from .conform import exit_code, print_summary, write_outputs
+    out = str(folder.root)
+    for case in summary["cases"]:        # this run's traces, written by its workers or kept
+        if case.get("trace"):
+            folder.adopt(case["trace"])
+    for name in ("summary.json", "junit.xml", "index.html"):
+        folder.claim(name)
     regressions = against = None
     if baseline is not None:
         from .conform import compare
@@ -576,14 +596,14 @@ def write_conform_outputs(summary: dict, out: str, stacks: list, earlier: tuple,
     console = _console()
     print_summary(console, summary)
     print(f"wrote {out}/summary.json and {out}/junit.xml", file=sys.stderr)
-    reports = []
     if report and traces != "none":
         from .conform import report_failures
-        reports = report_failures(summary, out, stacks, qlog_schema)
-        for folder in reports:
-            print(f"report: {folder}/index.html", file=sys.stderr)
-    for path in remove_stale_outputs(out, earlier, summary, reports):
-        print(f"removed {path} (an earlier run's, not produced by this one)", file=sys.stderr)
+        for written in report_failures(summary, folder, stacks, qlog_schema):
+            print(f"report: {written}/index.html", file=sys.stderr)
+    removed = folder.finish()
+    if removed:
+        print(f"removed {len(removed)} file(s) an earlier run wrote into {out} and this one did not "
+              f"(e.g. {removed[0]})", file=sys.stderr)
     # Again now that the reports exist and stale ones are gone: its links point at this run's pages.
     from .conform import write_overview
     overview = write_overview(summary, out)
@@ -617,17 +637,18 @@ def _print_against_conform(console, against: dict) -> None:
 
 
 def cmd_merge(args) -> int:
-    from .conform import earlier_outputs
     from .merge import merge_shards
+    from .outdir import OutputFolder, check_output_folder
     baseline = read_json_input(args.baseline, "baseline") if args.baseline else None
     if baseline is not None:   # refused before anything is written, as in conform
         from .conform import compare
         compare({"cases": [], "cells": []}, baseline, args.tolerance)
+    check_output_folder(args.out, "--out", inputs=[*args.shards, args.baseline])
     merged = merge_shards(args.shards, args.out, check_builds=args.report)
-    earlier = earlier_outputs(args.out)
-    merged.copy_traces(args.out)
-    arguments = merged.run["arguments"]
-    return write_conform_outputs(merged.summary, args.out, arguments["stacks"], earlier,
+    with OutputFolder(args.out, inputs=[*args.shards, args.baseline]) as folder:
+        merged.copy_traces(folder)
+        arguments = merged.run["arguments"]
+        return write_conform_outputs(merged.summary, folder, arguments["stacks"],
                                  report=args.report and arguments["report"], traces=arguments["traces"],
                                  qlog_schema=arguments["qlog_schema"], baseline=baseline,
                                  baseline_path=args.baseline, tolerance=args.tolerance)
@@ -1174,7 +1195,11 @@ def main(argv=None) -> int:
         argv[:2] = ["fuzz-triage"]
     args = parser.parse_args(argv)
     check_numbers(parser, args)
+    stdout = sys.stdout
+    sys.stdout = _PipeSafe(stdout)
     try:
+        from .cli_paths import check_paths
+        check_paths(args)
         return args.func(args)
     except (TraceError, SetupError) as exc:
         print(f"error: {_printable(str(exc))}", file=sys.stderr)
@@ -1187,6 +1212,46 @@ def main(argv=None) -> int:
     except Exception as exc:   # noqa: BLE001 - the top-level rule: MemoryError, OSError, a bug
         print(f"error: {_printable(describe_error(exc))}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        sys.stdout = stdout
+
+
+class _PipeSafe:
+    """stdout for one command: when its reader goes away (`| head`, a pager quit early), the
+    rest of the terminal output is dropped and the command goes on, so that its --json,
+    --report and --trace outputs are still written and its exit code still says whether
+    there were findings."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.inner.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.inner.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.gone = True
+        import os
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            # What the interpreter still holds for fd 1 is flushed at exit: into /dev/null.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.inner.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
 
 def _printable(text: str) -> str:

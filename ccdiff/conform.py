@@ -20,14 +20,13 @@ each stack.  Exit codes: 0 all pass, 1 failures, 2 errors.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import re
 import shlex
-import shutil
 import statistics
 import time
 import traceback
@@ -45,11 +44,9 @@ SCHEMA = "ccdiff-conform/1"
 SUMMARY_METRICS = ("completion_us", "min_window_us", "recovery_transitions", "goodput_bytes_per_s",
                    "max_cwnd", "ptos", "persistent_congestions", "events", "delivered_bytes", "total_bytes")
 OVERVIEW = "index.html"
-# Everything conform writes into OUT.  summary.json, junit.xml and the overview are
-# rewritten whole by every run; traces/ and report/ are pruned by remove_stale_outputs to
-# what the earlier run's own records name; shard.json (ccdiff/shard.py) is removed when a
-# run starts and written last by a shard; nothing else in OUT is ever touched.
-OWNED = ("summary.json", "junit.xml", "cases.jsonl", OVERVIEW, "traces", "report", "shard.json")
+# What conform writes into OUT is recorded in OUT's manifest (ccdiff/outdir.py): a later run
+# removes what an earlier one wrote and it does not write again (a trace of a case that passes
+# now, the report of a stack that passes now), and never touches anything else.
 
 
 def split_label(item: str) -> tuple:
@@ -115,6 +112,23 @@ def _safe(label: str) -> str:
     if set(name) <= {"."}:
         raise SetupError(f"{label!r} cannot name a folder")
     return name
+
+
+def unique_folders(names: list, what: str, fix: str) -> None:
+    """Every stack and every scenario names its own folder (OUT/traces/<scenario>/<stack>,
+    OUT/report/<stack>) and its own summary cells: a name given twice, or two names that
+    _safe makes one ('x y' and 'x_y'), would overwrite each other's traces and merge their
+    cells.  Refused, with both names."""
+    seen: dict = {}
+    for name in names:
+        if not isinstance(name, str):
+            raise SetupError(f"a {what} name must be a string, not {name!r}")
+        folder = _safe(name)
+        if folder in seen:
+            other = seen[folder]
+            same = "is given twice" if other == name else f"and {other!r} would share the folder {folder!r}"
+            raise SetupError(f"{what} {name!r} {same}; {fix}")
+        seen[folder] = name
 
 
 # -- the worker ----------------------------------------------------------------
@@ -235,14 +249,9 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
     recipes = load_recipes()
     targets = [_target(item, recipes) for item in stacks]
     labels = [t.label for t in targets]
-    if len(set(labels)) != len(labels):
-        raise SetupError(f"a stack is named twice: {', '.join(labels)}")
-    folders: dict = {}
-    for label in labels:   # 'x y' and 'x_y' would share a folder and overwrite each other
-        other = folders.setdefault(_safe(label), label)
-        if other != label:
-            raise SetupError(f"stack names {other!r} and {label!r} would share the folder "
-                             f"{_safe(label)!r}; rename one (NAME=SPEC)")
+    unique_folders(labels, "stack", "rename one (NAME=SPEC)")
+    unique_folders([s.name for s in scenarios], "scenario",
+                   "rename one (its file's `name`), or leave out the copy of a catalog scenario")
     from .remote import remote_address
     from .build import is_stale
     for target in targets:   # fail early, in the parent, with the fixing command
@@ -416,14 +425,9 @@ def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
     `tolerance` is one too ("pass-rate-drop").  Cells only in one summary are
     ignored (a new stack or scenario is not a regression).
     """
-    if not isinstance(baseline, dict) or baseline.get("schema") != SCHEMA:
-        found = baseline.get("schema") if isinstance(baseline, dict) else type(baseline).__name__
-        raise SetupError(f"baseline has schema {found!r}, expected {SCHEMA}")
-    try:
-        before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
-        cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
-    except (KeyError, TypeError) as exc:
-        raise SetupError(f"baseline is not a ccdiff summary: no {exc}") from None
+    check_baseline(baseline)
+    before = {(c["stack"], c["scenario"], c["seed"]): c["status"] for c in baseline["cases"]}
+    cells_before = {(c["stack"], c["scenario"]): c for c in baseline["cells"]}
     out = []
     for case in summary["cases"]:
         key = (case["stack"], case["scenario"], case["seed"])
@@ -440,6 +444,33 @@ def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
             out.append({"kind": "pass-rate-drop", "stack": cell["stack"], "scenario": cell["scenario"],
                         "seed": None, "detail": f"pass rate {old['pass_rate']:.0%} -> {cell['pass_rate']:.0%}"})
     return sorted(out, key=lambda r: (r["scenario"], r["stack"], r["kind"], r["seed"] if r["seed"] is not None else -1))
+
+
+# What compare reads of a baseline summary, each field with the types it may have: checked
+# whole before a run starts, so a bad --baseline never costs a run and then a traceback.
+_BASELINE_CASE = {"stack": (str,), "scenario": (str,), "seed": (int,), "status": (str,)}
+_BASELINE_CELL = {"stack": (str,), "scenario": (str,), "pass_rate": (int, float, type(None))}
+
+
+def check_baseline(baseline) -> None:
+    """SetupError naming the first field of a baseline summary.json compare cannot read."""
+    if not isinstance(baseline, dict) or baseline.get("schema") != SCHEMA:
+        found = baseline.get("schema") if isinstance(baseline, dict) else type(baseline).__name__
+        raise SetupError(f"baseline has schema {found!r}, expected {SCHEMA}")
+    for key, fields in (("cases", _BASELINE_CASE), ("cells", _BASELINE_CELL)):
+        items = baseline.get(key)
+        if not isinstance(items, list):
+            raise SetupError(f"baseline is not a ccdiff summary: \"{key}\" is not a list")
+        for n, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise SetupError(f"baseline {key}[{n}]: expected an object, found {type(item).__name__}")
+            for name, types in fields.items():
+                value = item.get(name)
+                if not isinstance(value, types) or isinstance(value, bool) or \
+                        (isinstance(value, float) and not math.isfinite(value)):
+                    raise SetupError(f"baseline {key}[{n}].{name}: expected "
+                                     f"{' or '.join('null' if t is type(None) else t.__name__ for t in types)}, "
+                                     f"found {json.dumps(value)[:40]}")
 
 
 def exit_code(summary: dict) -> int:
@@ -603,12 +634,13 @@ def cpu_count() -> int:
 
 
 # -- the report at the end of a run ---------------------------------------------
-def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str = "0.3") -> list:
+def report_failures(summary: dict, folder, stacks: list, qlog_schema: str = "0.3") -> list:
     """One HTML report per failing stack (OUT/report/<stack>/), from the first failing
     seed of each scenario: its closed-loop trace replayed open loop, plots, finding.md,
     qlog (qlog_schema "0.3" or "draft"), and on each finding page the impact: the stack's
     run beside the oracle's and the Reno control's own closed loops on the same scenario
-    and seed (ccdiff/report/impact.py).  Returns the report folders written."""
+    and seed (ccdiff/report/impact.py).  folder: OUT, an OutputFolder (ccdiff/outdir.py).
+    Returns the report folders written."""
     from .matrix import run_matrix
     from .report import build_report
     from .report.impact import ClosedLoopRuns
@@ -626,7 +658,7 @@ def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str 
     written = []
     for label in dict.fromkeys(stack for stack, _ in first):
         cases = [case for (stack, _), case in sorted(first.items()) if stack == label]
-        traces = [str(Path(out_dir) / case["trace"]) for case in cases]
+        traces = [str(folder.root / case["trace"]) for case in cases]
         # Every conform trace is called seed-N.jsonl (one folder per scenario and stack):
         # name each by its scenario and seed, so finding ids read
         # death-spiral-seed-0--quiche-0.26.0--... and never seed-0-2--...
@@ -639,67 +671,8 @@ def report_failures(summary: dict, out_dir: str, stacks: list, qlog_schema: str 
         doc = run_matrix(traces, [spec_of.get(label, label)])
         if not doc["findings"]:
             continue          # failed on the deadline alone: the pass-rate table says so
-        reports = Path(out_dir) / "report"
-        folder = reports / _safe(label)
-        # Only ever remove one of our own per-stack folders, inside OUT/report.
-        if folder.resolve().parent != reports.resolve():
-            raise SetupError(f"{label!r}: report folder {folder} is not inside {reports}")
-        if folder.exists():
-            import shutil
-            shutil.rmtree(folder)
-        build_report(doc, folder, names=names, closed_loop=closed_loop, qlog_schema=qlog_schema,
+        part = folder.sub(f"report/{_safe(label)}")
+        build_report(doc, part, names=names, closed_loop=closed_loop, qlog_schema=qlog_schema,
                      closed_loop_runs=closed_loop_runs)
-        written.append(folder)
+        written.append(part.root)
     return written
-
-
-# -- outputs of an earlier run in a reused OUT ------------------------------------
-
-def earlier_outputs(out_dir: str) -> tuple[set, set]:
-    """(trace paths relative to OUT, report folder names) that an earlier run wrote, as its
-    summary.json and cases.jsonl name them: the only files a later run may remove."""
-    out = Path(out_dir)
-    docs = []
-    try:
-        summary = json.loads((out / "summary.json").read_text(errors="replace"))
-        docs += summary.get("cases", []) if isinstance(summary, dict) else []
-    except (OSError, ValueError):
-        pass
-    try:
-        for line in (out / "cases.jsonl").read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                docs.append(json.loads(line)["case"])
-    except OSError:
-        pass
-    traces = {d["trace"] for d in docs if isinstance(d, dict) and isinstance(d.get("trace"), str)}
-    stacks = {_safe(d["stack"]) for d in docs if isinstance(d, dict) and isinstance(d.get("stack"), str)}
-    return traces, stacks
-
-
-def remove_stale_outputs(out_dir: str, earlier: tuple[set, set], summary: dict, reports_written: list) -> list:
-    """Remove what an earlier run wrote into OUT and this one no longer produces (a trace of
-    a case that passes now, the report of a stack that passes now), so that OUT, and
-    serve-reports listing it, describe this run only.  Only paths inside OUT/traces and
-    OUT/report that the earlier run's own records name are touched (the overview,
-    OUT/index.html, is not stale: write_outputs rewrites it every run).  Returns them."""
-    out = Path(out_dir).resolve()
-    traces, stacks = earlier
-    current = {c["trace"] for c in summary["cases"] if c.get("trace")}
-    written = {Path(folder).resolve() for folder in reports_written}
-    removed = []
-    for rel in sorted(traces - current):
-        path = (out / rel).resolve()
-        if (out / "traces") in path.parents and path.is_file():
-            path.unlink()
-            removed.append(path)
-            for folder in path.parents:          # prune the emptied scenario/stack folders
-                if folder == out / "traces" or any(folder.iterdir()):
-                    break
-                folder.rmdir()
-    for name in sorted(stacks):
-        folder = (out / "report" / name).resolve()
-        if folder.parent == out / "report" and folder not in written and folder.is_dir():
-            shutil.rmtree(folder)
-            removed.append(folder)
-    return removed
-

@@ -16,14 +16,12 @@ the same arguments and the same --out.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .errors import SetupError
-from .output import read_json_input
+from .output import atomic_file, read_json_input
 from .shard import MARKER, SCHEMA, in_shard, matrix_order, sha256_file
 
 # What a trace path in a summary may look like: conform writes traces/<scenario>/<stack>/seed-N.jsonl
@@ -51,23 +49,15 @@ class Merged:
     run: dict
     summary: dict
 
-    def copy_traces(self, out_dir) -> None:
-        """Every shard's traces into OUT/traces, same relative paths (each written to a
-        temporary file and renamed: a symlink in OUT is replaced, never followed)."""
-        out = Path(out_dir)
+    def copy_traces(self, folder) -> None:
+        """Every shard's traces into OUT/traces, same relative paths; folder: OUT, an open
+        OutputFolder (each trace written whole to a temporary file and renamed: a symlink in
+        OUT is replaced, never followed)."""
         for shard in self.shards:
             for rel in shard.traces:
-                target = out / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-                try:
-                    with os.fdopen(fd, "wb") as dst, open(shard.folder / rel, "rb") as src:
-                        while block := src.read(1 << 20):
-                            dst.write(block)
-                    os.replace(tmp, target)
-                except BaseException:
-                    Path(tmp).unlink(missing_ok=True)
-                    raise
+                with atomic_file(folder.claim(rel)) as dst, open(shard.folder / rel, "rb") as src:
+                    while block := src.read(1 << 20):
+                        dst.write(block)
 
 
 def _refuse(message: str):

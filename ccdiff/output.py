@@ -11,19 +11,33 @@ from pathlib import Path
 from .errors import SetupError
 
 
+def file_mode() -> int:
+    """The mode open() would give a new file under the current umask (mkstemp gives 0600:
+    a report's summary.json unreadable by the web server that serves its 0644 pages)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_text_atomic(path, text: str) -> None:
     """Write to a temporary file beside `path`, then rename it into place.  A path that
     exists and is not a regular file (/dev/null, /dev/full, a FIFO) is written in place:
     renaming over it would replace a device node (as root) with a plain file."""
+    write_bytes_atomic(path, text.encode("utf-8", errors="backslashreplace"))
+
+
+def write_bytes_atomic(path, data: bytes) -> None:
+    """write_text_atomic's rule for bytes (a copied trace, a PNG)."""
     path = Path(path)
     if path.exists() and not path.is_file():
-        _write_in_place(path, text)
+        _write_in_place(path, data)
         return
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
+        os.fchmod(fd, file_mode())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except OSError as exc:
         if tmp is not None:
@@ -32,12 +46,52 @@ def write_text_atomic(path, text: str) -> None:
         raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _write_in_place(path: Path, text: str) -> None:
+@contextlib.contextmanager
+def atomic_file(path):
+    """A binary file handle for streaming writes (a qlog, a copied trace): the data go to a
+    temporary file beside `path`, renamed into place when the block ends without an error;
+    an error (a full disk included) leaves `path` as it was and no temporary file."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        if path.is_dir():
+            raise SetupError(f"cannot write {path}: it is a folder")
+        with _opened(path, "wb") as fh:
+            yield fh
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    except OSError as exc:
+        raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, file_mode())
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _opened(path: Path, mode: str):
+    try:
+        with open(path, mode) as fh:
+            yield fh
+    except OSError as exc:
+        raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
     if path.is_dir():
         raise SetupError(f"cannot write {path}: it is a folder")
     try:
-        with open(path, "w", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
+        with open(path, "wb") as fh:
+            fh.write(data)
     except OSError as exc:
         raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -18,8 +18,8 @@ def _builder():
 def build_report(doc, out, base=".", **options):
     """Write a report folder from a findings document (the JSON of `ccdiff replay/matrix --json`);
     options: names, closed_loop, qlog_schema ("0.3" for qvis, the default, or "draft";
-    ccdiff/report/build.py and qlog.py)."""
-    return _builder().build_report(doc, Path(out), Path(base), **options)
+    ccdiff/report/build.py and qlog.py).  out: a folder, or a part of an open OutputFolder."""
+    return _builder().build_report(doc, out if hasattr(out, "claim") else Path(out), Path(base), **options)
 
 
 def report_from_file(path, out, qlog_schema="0.3"):

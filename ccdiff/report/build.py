@@ -13,13 +13,13 @@ Layout (docs/reports.md):
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from ..errors import SetupError
+from ..outdir import OutputFolder
 from ..provenance import ccdiff_version
 from ..invariants import CATALOG
 from ..stacks import load_recipes, resolve
@@ -28,9 +28,6 @@ from .context import FindingView, describe, reference_of, slug
 from .impact import ClosedLoopRuns, impact
 from .load import load_runs, read_document
 from .plots import draw_all, run_job, window_job
-
-OWNED = ("findings", "plots", "qlog", "traces", "index.html", "summary.json", "junit.xml")
-
 
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -85,22 +82,6 @@ def md_fence(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
-def _prepare_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise SetupError(f"--out {out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / "summary.json").is_file() or b'"ccdiff_report"' not in (out / "summary.json").read_bytes():
-            raise SetupError(f"--out {out}: folder is not empty and holds no earlier ccdiff report; "
-                             "choose an empty or new folder")
-        for name in OWNED:   # an earlier report: replace it whole, no stale pages
-            path = out / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-
-
 def _views(runs, names: dict | None = None) -> list:
     recipes = load_recipes()
     targets = {}
@@ -137,7 +118,7 @@ def _trace_slugs(runs, names: dict | None = None) -> dict:
     return out
 
 
-def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT_SCHEMA) -> dict:
+def _write_qlogs(dest, runs, views, trace_slugs, schema: str = qlog.DEFAULT_SCHEMA) -> dict:
     """qlog of every run a finding comes from, and of its reference oracle: (trace, label) -> path.
     schema: "0.3" (what qvis plots) or "draft" (ccdiff/report/qlog.py)."""
     wanted = sorted({(v.run.path, v.label) for v in views} |
@@ -146,9 +127,8 @@ def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT
     written = {}
     for path, label in wanted:
         run = by_path[path]
-        folder = out / "qlog" / trace_slugs[path]
-        folder.mkdir(parents=True, exist_ok=True)
-        file = folder / f"{slug(label)}.sqlog"
+        rel = f"qlog/{trace_slugs[path]}/{slug(label)}.sqlog"
+        file = dest.claim(rel)
         title = f"ccdiff replay of {path} on {label}"
         header = qlog.header_record(title, f"trace {run.trace.header.name or path}: "
                                     f"{run.trace.header.comment}".strip(), f"ccdiff {ccdiff_version()}: {label}",
@@ -158,71 +138,88 @@ def _write_qlogs(out: Path, runs, views, trace_slugs, schema: str = qlog.DEFAULT
                                               stack_run.target.family, stack_run.profile.min_window_datagrams)
         qlog.write_sqlog(file, header, qlog.records_by_event(run.trace, run.resolved, stack_run.snapshots,
                                                               schema, parameters))
-        written[(path, label)] = file.relative_to(out).as_posix()
+        written[(path, label)] = rel
     return written
 
 
-def build_report(doc: dict, out: Path, base: Path = Path("."), names: dict | None = None,
+def build_report(doc: dict, out, base: Path = Path("."), names: dict | None = None,
                  closed_loop: dict | None = None, qlog_schema: str = qlog.DEFAULT_SCHEMA,
-                 closed_loop_runs: ClosedLoopRuns | None = None) -> dict:
+                 closed_loop_runs: ClosedLoopRuns | None = None, inputs=()) -> dict:
     """Write the report folder; returns summary.json's content.
 
-    names: trace path -> the name its finding ids, plots and qlog folders use (default:
-    the file's stem).  closed_loop: set by `ccdiff conform`, whose traces are failing seeds
-    of a closed-loop run of one stack: {"stack", "passed", "runs", "seeds", "scenarios",
-    "overview"} -- the page then says so, counts in seeds and links back to the overview.
-    qlog_schema: "0.3" (what qvis reads, the default) or "draft" (ccdiff/report/qlog.py).
-    closed_loop_runs: the oracle's and the Reno control's own closed-loop runs, shared by
-    several builds (conform's per-stack reports); a build keeps its own otherwise.  A finding
-    on a closed-loop trace ("SCENARIO seed=N") gets an Impact section and those runs' cwnd
-    in its plots (ccdiff/report/impact.py)."""
+    out: a folder path, or a part of an OutputFolder a caller holds (conform's
+    report/<stack>/): every file goes through ccdiff/outdir.py, so a report never
+    overwrites or deletes what ccdiff did not write, nor its own inputs (the traces it
+    replays, `inputs`: the findings document).  names: trace path -> the name its finding
+    ids, plots and qlog folders use (default: the file's stem).  closed_loop: set by
+    `ccdiff conform`, whose traces are failing seeds of a closed-loop run of one stack:
+    {"stack", "passed", "runs", "seeds", "scenarios", "overview"} -- the page then says so,
+    counts in seeds and links back to the overview.  qlog_schema: "0.3" (what qvis reads,
+    the default) or "draft" (ccdiff/report/qlog.py).  closed_loop_runs: the oracle's and the
+    Reno control's own closed-loop runs, shared by several builds (conform's per-stack
+    reports); a build keeps its own otherwise.  A finding on a closed-loop trace ("SCENARIO
+    seed=N") gets an Impact section and those runs' cwnd in its plots
+    (ccdiff/report/impact.py)."""
     qlog.check_schema(qlog_schema)
+    if hasattr(out, "claim"):
+        return _build(doc, out, base, names, closed_loop, qlog_schema, closed_loop_runs)
+    from .load import find_trace, trace_plan
+    traces = []
+    for path in trace_plan(doc)[0]:
+        try:
+            traces.append(find_trace(path, base))
+        except SetupError:   # load_runs says what is missing, with the fix
+            continue
+    with OutputFolder(out, "--report/--out", inputs=[*traces, *inputs]) as folder:
+        data = _build(doc, folder, base, names, closed_loop, qlog_schema, closed_loop_runs)
+        folder.finish()
+    return data
+
+
+def _build(doc, dest, base, names, closed_loop, qlog_schema, closed_loop_runs) -> dict:
     runs = load_runs(doc, base)
-    out = Path(out)
-    _prepare_out(out)
     views = _views(runs, names)
     trace_slugs = _trace_slugs(runs, names)
     env = _environment()
     traces_out = {}
     for run in runs:
         if any(v.run is run for v in views):
-            (out / "traces").mkdir(exist_ok=True)
-            dest = out / "traces" / f"{trace_slugs[run.path]}.jsonl"
-            shutil.copyfile(run.file, dest)
-            traces_out[run.path] = dest.relative_to(out).as_posix()
-    qlogs = _write_qlogs(out, runs, views, trace_slugs, qlog_schema)
+            rel = f"traces/{trace_slugs[run.path]}.jsonl"
+            dest.copy_file(run.file, rel)
+            traces_out[run.path] = rel
+    qlogs = _write_qlogs(dest, runs, views, trace_slugs, qlog_schema)
     closed_loop_runs = closed_loop_runs if closed_loop_runs is not None else ClosedLoopRuns()
     impacts = {id(view): impact(view, closed_loop_runs) for view in views}
     timelines, jobs = {}, []
     for view in views:     # one plot per run, shared by that run's findings
         key = (view.trace_path, view.label)
         if key not in timelines:
-            file = out / "plots" / trace_slugs[view.trace_path] / f"{slug(view.label)}.png"
-            file.parent.mkdir(parents=True, exist_ok=True)
-            jobs.append(run_job(file, [view] + view.siblings, impacts[id(view)].get("series", ())))
-            timelines[key] = file.relative_to(out).as_posix()
+            rel = f"plots/{trace_slugs[view.trace_path]}/{slug(view.label)}.png"
+            jobs.append(run_job(dest.claim(rel), [view] + view.siblings, impacts[id(view)].get("series", ())))
+            timelines[key] = rel
     finding_tpl, md_tpl = env.get_template("finding.html"), env.get_template("finding.md")
     for view in views:
-        folder = out / "findings" / view.id
-        folder.mkdir(parents=True)
+        folder = f"findings/{view.id}"
         ctx = describe(view, impact_of=impacts[id(view)])
         plots = [{"file": "../../" + timelines[(view.trace_path, view.label)], "caption": "the whole run"}]
-        zoom = window_job(folder, view, impacts[id(view)].get("series", ()))
+        zoom = window_job(dest.root / folder, view, impacts[id(view)].get("series", ()))
         if zoom:
+            dest.claim(f"{folder}/window.png")
             jobs.append(zoom[0])
             plots.append(zoom[1])
         ctx.update(plots=plots, trace_file=traces_out[view.trace_path],
                    qlog_stack=qlogs[(view.trace_path, view.label)],
                    qlog_oracle=qlogs.get((view.trace_path, view.reference)), version=ccdiff_version())
-        (folder / "index.html").write_text(finding_tpl.render(root="../../", **ctx))
-        (folder / "finding.md").write_text(md_tpl.render(**ctx))
+        dest.write_text(f"{folder}/index.html", finding_tpl.render(root="../../", **ctx))
+        dest.write_text(f"{folder}/finding.md", md_tpl.render(**ctx))
     draw_all(jobs)
     data = ci.summary(runs, views)
-    ci.write_summary(out / "summary.json", data)
-    ci.write_junit(out / "junit.xml", runs, views)
-    (out / "index.html").write_text(env.get_template("index.html").render(
+    dest.write_text("index.html", env.get_template("index.html").render(
         root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=ccdiff_version(),
-        closed_loop=closed_loop, conform_overview=None if closed_loop else sibling_overview(out)))
+        closed_loop=closed_loop, conform_overview=None if closed_loop else sibling_overview(dest.root)))
+    dest.write_bytes("junit.xml", ci.junit_bytes(runs, views))
+    # Last: a summary.json beside the pages says the report is whole.
+    dest.write_text("summary.json", ci.summary_text(data))
     return data
 
 
@@ -257,4 +254,4 @@ def _matrix(runs, views) -> dict:
 
 def report_from_file(path: str, out: str, qlog_schema: str = qlog.DEFAULT_SCHEMA) -> dict:
     return build_report(read_document(path), Path(out), base=Path(path).resolve().parent,
-                        qlog_schema=qlog_schema)
+                        qlog_schema=qlog_schema, inputs=[path])

@@ -42,11 +42,11 @@ def summary(runs, views) -> dict:
     }
 
 
-def write_summary(path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+def summary_text(data: dict) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_junit(path, runs, views) -> None:
+def junit_bytes(runs, views) -> bytes:
     by_key = {(v.label, v.trace_path, v.finding.invariant): v for v in views}
     root = ET.Element("testsuites", name="ccdiff")
     totals = {"tests": 0, "failures": 0, "errors": 0}
@@ -76,4 +76,4 @@ def write_junit(path, runs, views) -> None:
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)
-    path.write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"

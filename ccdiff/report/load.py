@@ -42,7 +42,7 @@ def read_document(path: str) -> dict:
     return doc
 
 
-def _plan(doc: dict) -> tuple[list, list]:
+def trace_plan(doc: dict) -> tuple[list, list]:
     """(trace paths, stack specs) of a replay or a matrix document."""
     if "traces" in doc:                       # ccdiff matrix --json
         traces, specs = doc["traces"], doc.get("stacks")
@@ -56,7 +56,7 @@ def _plan(doc: dict) -> tuple[list, list]:
     return traces, specs
 
 
-def _find_trace(path: str, base: Path) -> Path:
+def find_trace(path: str, base: Path) -> Path:
     candidate = Path(path)
     for option in (candidate, base / candidate):
         if option.is_file():
@@ -70,7 +70,7 @@ def _key(f: dict) -> tuple:
 
 
 def load_runs(doc: dict, base: Path) -> list[TraceRun]:
-    traces, specs = _plan(doc)
+    traces, specs = trace_plan(doc)
     recipes = load_recipes()
     targets = [resolve(spec, recipes) for spec in specs]
     labels = [t.label for t in targets]
@@ -83,7 +83,7 @@ def load_runs(doc: dict, base: Path) -> list[TraceRun]:
             raise SetupError(f"malformed finding in the findings document: {f!r:.200}") from None
     runs = []
     for path in traces:
-        file = _find_trace(path, base)
+        file = find_trace(path, base)
         trace = load_any(str(file))   # a trace, or a qlog (ccdiff replay took it directly)
         result = replay(trace, specs + refs)
         mine = [f for f in result.findings if f.stack in labels]

@@ -11,6 +11,7 @@ with exact values; the drawing functions only place what those return.
 from __future__ import annotations
 
 import bisect
+import io
 import math
 import multiprocessing
 import os
@@ -25,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator  # noqa: E402
 
+from ..output import write_bytes_atomic  # noqa: E402
 from ..snapshot import PHASES  # noqa: E402
 from ..units import duration  # noqa: E402
 
@@ -429,8 +431,10 @@ def plot_run(job: PlotJob) -> None:
     with plt.rc_context({"font.size": 8, "axes.grid": True, "grid.alpha": 0.3,
                          "svg.hashsalt": "ccdiff", "path.simplify": True}):
         fig, _ = draw_figure(job)
-        fig.savefig(job.path, format="png", metadata=PNG_METADATA)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", metadata=PNG_METADATA)
         plt.close(fig)
+    write_bytes_atomic(job.path, png.getvalue())   # a full disk leaves no half PNG
 
 
 def draw_all(jobs: list) -> None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 
+from ..output import atomic_file
 from ..ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
 from ..trace import Ack, Lost, Sent
 from ..reach import K_GRANULARITY_US, K_PACKET_THRESHOLD, K_PERSISTENT_CONGESTION_THRESHOLD, K_TIME_THRESHOLD
@@ -279,7 +280,8 @@ def encode(record: dict) -> bytes:
 
 
 def write_sqlog(path, header: dict, per_event: list) -> None:
-    with open(path, "wb") as out:
+    """Written whole or not at all (ccdiff/output.py)."""
+    with atomic_file(path) as out:
         out.write(encode(header))
         for records in per_event:
             for record in records:

@@ -17,6 +17,7 @@ from PIL import Image
 
 from ccdiff.cli import main
 from ccdiff.conform import run_conform, write_outputs
+from ccdiff.outdir import MANIFEST
 from ccdiff.sim import load_scenario
 
 from .browser import load
@@ -174,18 +175,21 @@ def test_chromium_shows_the_matrix(runs, tmp_path):
 
 def test_a_reused_out_links_only_this_runs_pages(tmp_path):
     """A failing run, then an all-pass run into the same OUT: the earlier report folder is
-    removed (remove_stale_outputs) and the overview, rewritten after that, links nothing of
-    it; conform writes nothing in OUT outside its OWNED list."""
-    from ccdiff.conform import OWNED
+    removed (OUT's manifest names it) and the overview, rewritten after that, links nothing
+    of it; every file conform leaves in OUT is one its manifest names."""
     out = tmp_path / "out"
     common = ["conform", "--scenarios", "death-spiral", "--seeds", "1", "--jobs", "1", "--out", str(out)]
+
+    def files_not_in_manifest():
+        listed = {json.loads(line) for line in (out / MANIFEST).read_text().splitlines()}
+        return {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - listed - {MANIFEST}
     assert main(common + ["--stacks", "x=oracle:idle=last-send"]) == 1
     assert 'href="report/x/findings/death-spiral-seed-0--' in (out / "index.html").read_text()
-    assert {p.name for p in out.iterdir()} <= set(OWNED)
+    assert (out / "report" / "x" / "index.html").is_file() and files_not_in_manifest() == set()
     assert main(common + ["--stacks", "x=oracle"]) == 0
     text = (out / "index.html").read_text()
     assert not (out / "report" / "x").exists() and "report/" not in text
-    assert {p.name for p in out.iterdir()} <= set(OWNED)
+    assert files_not_in_manifest() == set()
 
 
 def test_labels_and_reasons_are_escaped(tmp_path):
