@@ -534,7 +534,6 @@ def _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, 
     """The run, once OUT is locked and ours (ccdiff/outdir.py)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from .conform import cpu_count, run_conform
-    folder.claim("cases.jsonl")          # the journal: written case by case from here on
     jobs = args.jobs or cpu_count()
     from .shard import in_shard
     total = sum(in_shard(i, shard) for i in range(len(stacks) * len(scenarios) * len(seeds)))
@@ -549,7 +548,7 @@ def _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, 
             failed[0] += doc["status"] != "pass"
             bar.update(task, advance=1, bad=f"{failed[0]} not passing" if failed[0] else "")
         try:
-            summary = run_conform(stacks, scenarios, seeds, args.out, jobs, args.traces, args.timeout or None,
+            summary = run_conform(stacks, scenarios, seeds, folder, jobs, args.traces, args.timeout or None,
                                   progress, fresh=args.fresh, shard=shard)
         except KeyboardInterrupt:
             print(f"interrupted: finished cases are kept in {args.out}/cases.jsonl; run the same "
@@ -578,11 +577,9 @@ def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, 
     Returns the exit code."""
     from .conform import exit_code, print_summary, write_outputs
     out = str(folder.root)
-    for case in summary["cases"]:        # this run's traces, written by its workers or kept
+    for case in summary["cases"]:        # this run's traces, written by its workers or merged
         if case.get("trace"):
             folder.adopt(case["trace"])
-    for name in ("summary.json", "junit.xml", "index.html"):
-        folder.claim(name)
     regressions = against = None
     if baseline is not None:
         from .conform import compare
@@ -591,7 +588,7 @@ def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, 
     if compared:
         from .baseline import new_in_conform
         against = summary["against"] = new_in_conform(summary["cases"], compared)
-    write_outputs(summary, out)
+    write_outputs(summary, folder)
     from .report_terminal import print_wrapped
     console = _console()
     print_summary(console, summary)
@@ -606,7 +603,7 @@ def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, 
               f"(e.g. {removed[0]})", file=sys.stderr)
     # Again now that the reports exist and stale ones are gone: its links point at this run's pages.
     from .conform import write_overview
-    overview = write_overview(summary, out)
+    overview = write_overview(summary, folder)
     if regressions is not None:
         for r in regressions:
             seed = f" seed {r['seed']}" if r["seed"] is not None else ""

@@ -35,7 +35,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from .errors import SetupError
-from .output import write_text_atomic
+from .outdir import held
 from .stacks import load_recipes, resolve
 
 SCHEMA = "ccdiff-conform/1"
@@ -241,11 +241,20 @@ class _Pool:
 
 
 # -- the matrix ----------------------------------------------------------------
-def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None = None, jobs: int = 2,
+def run_conform(stacks: list, scenarios: list, seeds: list, out_dir=None, jobs: int = 2,
                 keep_traces: str = "failing", timeout_s: float | None = None, progress=None,
                 fresh: bool = False, shard: tuple[int, int] | None = None) -> dict:
     """Run the matrix, or with shard=(K, N) its K-th of N parts (ccdiff/shard.py); returns
-    the summary document of the cases run (see write_outputs)."""
+    the summary document of the cases run (see write_outputs).  out_dir: None (no journal,
+    no traces), a folder path, or the OutputFolder the CLI holds (ccdiff/outdir.py)."""
+    if out_dir is None:
+        return _run_conform(stacks, scenarios, seeds, None, jobs, keep_traces, timeout_s, progress, fresh, shard)
+    with held(out_dir) as folder:
+        return _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s, progress, fresh, shard)
+
+
+def _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s, progress, fresh, shard) -> dict:
+    out_dir = str(folder.root) if folder is not None else None
     recipes = load_recipes()
     targets = [_target(item, recipes) for item in stacks]
     labels = [t.label for t in targets]
@@ -275,6 +284,8 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
     if out_dir:          # from here on OUT is not a finished shard until write_marker
         from .shard import clear_marker
         clear_marker(out_dir)
+    if folder is not None:
+        folder.claim("cases.jsonl")      # the journal, written case by case from here on
     journal = Journal(out_dir, fresh) if out_dir else None
     prints = {i: _fingerprint(cases[i][1], cases[i][2], targets[labels.index(keys[i][1])], cases[i][3], keep_traces)
               for i in mine}
@@ -287,6 +298,8 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
             todo.append(case)
         else:                      # finished by an earlier, interrupted run of the same matrix
             results[case[0]] = kept
+            if kept.get("trace"):
+                folder.adopt(kept["trace"])
             if progress:
                 progress(kept)
 
@@ -296,6 +309,8 @@ def run_conform(stacks: list, scenarios: list, seeds: list, out_dir: str | None 
         if doc["status"] == "error":   # a crash, hang or exception: the one command that redoes it
             doc["replay"] = replay_command(cases[index][1], split_label(cases[index][2])[1], seed)
         results[index] = doc
+        if folder is not None and doc.get("trace"):
+            folder.adopt(doc["trace"])       # written by the worker, recorded as ccdiff's here
         if journal and doc["status"] != "error":
             journal.add(prints[index], doc)
         if progress:
@@ -478,21 +493,23 @@ def exit_code(summary: dict) -> int:
     return 2 if totals["errors"] else 1 if totals["failed"] else 0
 
 
-def write_outputs(summary: dict, out_dir: str) -> None:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    # Atomically: a CI job never reads half a summary.
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    write_text_atomic(out / "junit.xml", junit_xml(summary).decode())
-    # The overview too, on every run, so OUT never holds one from an earlier run; it links
-    # the report pages that exist now (call write_overview again after report_failures).
-    write_overview(summary, out_dir)
+def write_outputs(summary: dict, out_dir) -> None:
+    """summary.json, junit.xml and the overview; out_dir: OUT's OutputFolder or its path."""
+    with held(out_dir) as folder:
+        # Atomically (ccdiff/outdir.py): a CI job never reads half a summary.
+        folder.write_text("summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
+        folder.write_bytes("junit.xml", junit_xml(summary))
+        # The overview too, on every run, so OUT never holds one from an earlier run; it links
+        # the report pages that exist now (call write_overview again after report_failures).
+        write_overview(summary, folder)
 
 
-def write_overview(summary: dict, out_dir: str) -> Path:
+def write_overview(summary: dict, out_dir) -> Path:
     """OUT/index.html (ccdiff/report/overview.py); returns its path."""
     from .report.overview import write_overview as write
-    return write(summary, out_dir)
+    with held(out_dir) as folder:
+        folder.claim(OVERVIEW)
+        return write(summary, folder.root)
 
 
 def junit_xml(summary: dict) -> bytes:
@@ -639,8 +656,13 @@ def report_failures(summary: dict, folder, stacks: list, qlog_schema: str = "0.3
     seed of each scenario: its closed-loop trace replayed open loop, plots, finding.md,
     qlog (qlog_schema "0.3" or "draft"), and on each finding page the impact: the stack's
     run beside the oracle's and the Reno control's own closed loops on the same scenario
-    and seed (ccdiff/report/impact.py).  folder: OUT, an OutputFolder (ccdiff/outdir.py).
-    Returns the report folders written."""
+    and seed (ccdiff/report/impact.py).  folder: OUT, an OutputFolder (ccdiff/outdir.py)
+    or its path.  Returns the report folders written."""
+    with held(folder) as folder:
+        return _report_failures(summary, folder, stacks, qlog_schema)
+
+
+def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str) -> list:
     from .matrix import run_matrix
     from .report import build_report
     from .report.impact import ClosedLoopRuns

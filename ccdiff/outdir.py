@@ -62,15 +62,15 @@ def refuse_overlap(output, inputs, option: str, folder: bool = False) -> None:
         if inp_id is None and not _inside(inp, out):
             continue
         if out_id is not None and out_id == inp_id or (out_id is None and _same_path(inp, out)):
-            raise SetupError(f"{option} {output}: is also an input ({item}); writing it would "
-                             "overwrite that input. Choose another path")
+            raise SetupError(f"{option} {output}: is also an input ({item}); ccdiff never writes "
+                             "into its inputs. Choose another path")
         if folder and _inside(inp, out):
-            raise SetupError(f"{option} {output}: that folder holds the input {item}; writing there "
-                             "could replace or delete it. Choose another folder, or copy the input out "
-                             "of it first")
+            raise SetupError(f"{option} {output}: that folder holds the input {item}; ccdiff never "
+                             "writes into its inputs. Choose another folder, or copy the input out of "
+                             "it first")
         if inp_id is not None and inp.is_dir() and _inside(out, inp):
-            raise SetupError(f"{option} {output}: lies inside the input folder {item}. Choose a "
-                             "folder outside it")
+            raise SetupError(f"{option} {output}: lies inside the input folder {item}; ccdiff never "
+                             "writes into its inputs. Choose a folder outside it")
 
 
 def _same_path(a: Path, b: Path) -> bool:
@@ -301,3 +301,16 @@ class SubFolder:
 
     def copy_file(self, source, rel) -> Path:
         return self.parent.copy_file(source, f"{self.prefix}/{Path(rel).as_posix()}")
+
+
+@contextlib.contextmanager
+def held(target, option: str = "--out"):
+    """An OutputFolder for an API caller that passes a folder path (tests, bench) where the
+    CLI passes the folder it already holds: opened and closed here, without finish(), so
+    what the manifest lists stays listed for the caller's later steps."""
+    if hasattr(target, "claim"):
+        yield target
+        return
+    with OutputFolder(target, option) as folder:
+        yield folder
+

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ccdiff.cli import main
 from ccdiff.conform import SCHEMA, compare, run_conform, with_controls, write_outputs
+from ccdiff.outdir import MANIFEST
 from ccdiff.sim import load_scenario
 
 
@@ -189,6 +190,7 @@ def test_a_dot_dot_label_is_refused_and_deletes_nothing(tmp_path, capsys):
     """A report name of '..' used to name OUT/report/.. = OUT, which report_failures removed."""
     out = tmp_path / "out"
     out.mkdir()
+    (out / MANIFEST).write_text("")       # a folder ccdiff wrote, where the user keeps a file too
     keep = out / "precious.txt"
     keep.write_text("mine")
     scenario = _short_death_spiral(tmp_path)

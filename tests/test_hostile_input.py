@@ -102,7 +102,8 @@ def test_unwritable_output_is_exit_2_not_a_traceback():
         proc = subprocess.run([sys.executable, "-m", "ccdiff", command, "examples/death-spiral.jsonl",
                                "--stack", "oracle", "--json", "/nonexistent/out.json"],
                               capture_output=True, text=True, cwd=ROOT)
-        assert proc.returncode == 2 and "cannot write /nonexistent/out.json" in proc.stderr
+        assert proc.returncode == 2 and "--json /nonexistent/out.json: the folder /nonexistent does not exist" \
+            in proc.stderr
         assert "Traceback" not in proc.stderr
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ccdiff.cli import main
+from ccdiff.outdir import MANIFEST
 from ccdiff.shard import in_shard, matrix_order, parse_shard
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,8 +80,11 @@ def test_three_shards_merge_to_the_unsharded_run_byte_for_byte(tmp_path, monkeyp
                     "--out", "out")
     assert merged == whole
     one, joined = tmp_path / "whole" / "out", tmp_path / "merged" / "out"
-    # cases.jsonl is conform's resume journal (completion order): merge writes none
-    assert tree(joined) == tree(one, skip={"cases.jsonl"})
+    # cases.jsonl is conform's resume journal (completion order): merge writes none, and so
+    # its manifest of what it wrote (ccdiff/outdir.py) does not name it
+    assert tree(joined, skip={MANIFEST}) == tree(one, skip={"cases.jsonl", MANIFEST})
+    listed = (one / MANIFEST).read_text().splitlines()
+    assert (joined / MANIFEST).read_text().splitlines() == [n for n in listed if n != '"cases.jsonl"']
     for leaf in ("summary.json", "junit.xml", "index.html"):
         assert (joined / leaf).read_bytes() == (one / leaf).read_bytes()
     summary = json.loads((one / "summary.json").read_text())

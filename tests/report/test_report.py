@@ -134,7 +134,7 @@ def test_foreign_output_folder_is_not_overwritten(tmp_path, capsys):
     (out / "notes.txt").write_text("keep me")
     assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle", "--json", str(findings)]) == 0
     assert main(["report", str(findings), "--out", str(out)]) == 2
-    assert "holds no earlier ccdiff report" in capsys.readouterr().err
+    assert "ccdiff did not write it" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "keep me"
 
 
