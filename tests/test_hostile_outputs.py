@@ -1,0 +1,168 @@
+"""Issue #32, data loss: one case per class of the hostile audit of 3c176b9, each of which
+lost or mixed data there.  The output layer (ccdiff/outdir.py) makes each class impossible:
+no output overlaps an input, one run writes a folder at a time, ccdiff removes only what its
+manifest says it wrote, and every file is written whole or not at all."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ccdiff.cli import main
+from ccdiff.outdir import MANIFEST, OutputFolder
+
+ROOT = Path(__file__).resolve().parent.parent
+DEATH_SPIRAL = ROOT / "examples" / "death-spiral.jsonl"
+QLOG = ROOT / "tests" / "fixtures" / "qlog" / "aioquic-cubic-random-loss.qlog"
+
+
+def _ccdiff(*argv, cwd=ROOT, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ccdiff", *map(str, argv)], capture_output=True,
+                          text=True, cwd=cwd, **kwargs)
+
+
+def _short_scenario(folder: Path, name: str) -> Path:
+    text = (ROOT / "scenarios" / "death-spiral.toml").read_text()
+    path = folder / f"{name.replace(' ', '-')}.toml"
+    path.write_text(text.replace("bytes = 10_000_000", "bytes = 200_000")
+                    .replace('name = "death-spiral"', f'name = "{name}"'))
+    return path
+
+
+# -- 1. a report deletes its own input ------------------------------------------------------
+def test_a_report_into_the_folder_that_holds_its_trace_is_refused_and_keeps_both(tmp_path, capsys):
+    report = tmp_path / "R"
+    assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle:idle=last-send", "--report", str(report)]) == 1
+    trace = report / "traces" / "death-spiral.jsonl"
+    before = {p: p.read_bytes() for p in report.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for command in (["replay", str(trace)], ["matrix", str(trace)]):
+        assert main(command + ["--stack", "oracle:idle=last-send", "--report", str(report)]) == 2
+        assert "never writes into its inputs" in capsys.readouterr().err
+    findings = report / "findings.json"          # `report --out` of a document inside the folder
+    assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle", "--json", str(tmp_path / "f.json")]) == 0
+    (tmp_path / "f.json").rename(findings)
+    assert main(["report", str(findings), "--out", str(report)]) == 2
+    assert {p: p.read_bytes() for p in report.rglob("*") if p.is_file() and p != findings} == before
+
+
+# -- 2. scenario names that collide ---------------------------------------------------------
+def test_scenarios_that_would_share_a_folder_are_refused_before_any_run(tmp_path, capsys):
+    one, two = _short_scenario(tmp_path, "a b"), _short_scenario(tmp_path, "a_b")
+    out = tmp_path / "out"
+    assert main(["conform", "--stack", "oracle", "--scenario", str(one), "--scenario", str(two),
+                 "--seeds", "1", "--out", str(out)]) == 2
+    assert "share the folder 'a_b'" in capsys.readouterr().err
+    copy = tmp_path / "mine" / "death-spiral.toml"    # a custom file named like a catalog scenario
+    copy.parent.mkdir()
+    copy.write_text((ROOT / "scenarios" / "death-spiral.toml").read_text())
+    assert main(["conform", "--stack", "oracle", "--scenario", "death-spiral", "--scenario", str(copy),
+                 "--seeds", "1", "--out", str(out)]) == 2
+    assert "'death-spiral' is given twice" in capsys.readouterr().err
+    assert not (out / "summary.json").exists()
+
+
+# -- 3. a closed stdout pipe ----------------------------------------------------------------
+def test_a_reader_that_goes_away_costs_no_output_and_keeps_the_exit_code(tmp_path):
+    findings, report = tmp_path / "f.json", tmp_path / "R"
+    proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "replay", str(DEATH_SPIRAL), "--stack",
+                             "oracle:idle=last-send", "--json", str(findings), "--report", str(report)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                 # `| head -c0`: the reader is gone before the first line
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err.decode()      # findings, as with a reader
+    assert json.loads(findings.read_text())["findings"]
+    assert (report / "summary.json").is_file() and b"Traceback" not in err
+
+
+# -- 4. conform into a folder somebody else filled, or shares -------------------------------
+def test_conform_refuses_a_foreign_folder_and_keeps_a_users_file_in_its_own(tmp_path, capsys):
+    scenario = _short_scenario(tmp_path, "short")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("the user's")
+    common = ["conform", "--scenario", str(scenario), "--seeds", "1", "--jobs", "1", "--out", str(out)]
+    assert main(common + ["--stack", "x=oracle:idle=last-send"]) == 2
+    assert "ccdiff did not write it" in capsys.readouterr().err
+    assert (out / "summary.json").read_text() == "the user's"
+    (out / "summary.json").unlink()
+    assert main(common + ["--stack", "x=oracle:idle=last-send"]) == 1
+    mine = out / "report" / "x" / "notes.txt"          # a user's file inside ccdiff's own folder
+    mine.write_text("keep me")
+    assert main(common + ["--stack", "x=oracle"]) == 0      # x passes now: its report goes
+    assert mine.read_text() == "keep me"
+    assert not (out / "report" / "x" / "index.html").exists()
+
+
+# -- 5. an output that is an input ----------------------------------------------------------
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
+    trace, qlog = tmp_path / "t.jsonl", tmp_path / "q.qlog"
+    trace.write_bytes(DEATH_SPIRAL.read_bytes())
+    qlog.write_bytes(QLOG.read_bytes())
+    (tmp_path / "link.jsonl").hardlink_to(trace)
+    for argv in (["replay", trace, "--json", trace], ["replay", trace, "--json", tmp_path / "link.jsonl"],
+                 ["matrix", trace, "--json", tmp_path / "." / "t.jsonl"],
+                 ["minimize", trace, "--stack", "oracle:idle=last-send", "--invariant", "future-recovery-start", "-o", trace],
+                 ["import", qlog, "-o", qlog], ["import", qlog, "-o", tmp_path / "x.jsonl", "--json", qlog]):
+        proc = _ccdiff(*argv)
+        assert proc.returncode == 2 and "never writes into its inputs" in proc.stderr, (argv, proc.stderr)
+    assert trace.read_bytes() == DEATH_SPIRAL.read_bytes() and qlog.read_bytes() == QLOG.read_bytes()
+
+
+# -- 6. a bad --baseline ----------------------------------------------------------------------
+def test_a_baseline_with_a_bad_value_is_refused_before_the_run(tmp_path, capsys):
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps({"schema": "ccdiff-conform/1", "cases": [],
+                                    "cells": [{"stack": "oracle", "scenario": "x", "pass_rate": "high"}]}))
+    out = tmp_path / "out"
+    assert main(["conform", "--stack", "oracle", "--scenario", "death-spiral", "--seeds", "1",
+                 "--baseline", str(baseline), "--out", str(out)]) == 2
+    assert "baseline cells[0].pass_rate: expected int or float or null, found \"high\"" in capsys.readouterr().err
+    assert not out.exists()
+
+
+# -- 7. two runs into one folder ------------------------------------------------------------
+def test_a_second_run_into_a_folder_being_written_is_refused(tmp_path):
+    out = tmp_path / "out"
+    with OutputFolder(out) as folder:        # the first run, still writing
+        folder.write_text("summary.json", "{}\n")
+        proc = _ccdiff("conform", "--stack", "oracle", "--scenario", "death-spiral", "--seeds", "1",
+                       "--out", out)
+        assert proc.returncode == 2 and "another ccdiff run is writing into this folder" in proc.stderr
+        assert (out / "summary.json").read_text() == "{}\n"
+    proc = _ccdiff("replay", DEATH_SPIRAL, "--stack", "oracle", "--report", out)
+    assert proc.returncode == 0, proc.stderr        # the lock ends with its run
+
+
+# -- 8. a full disk ---------------------------------------------------------------------------
+def _file_size_limit(limit: int):
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # EFBIG instead of a kill, as ENOSPC
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_during_a_report_leaves_no_half_file_and_no_summary(tmp_path):
+    report = tmp_path / "R"
+    proc = _ccdiff("replay", DEATH_SPIRAL, "--stack", "quiche@0.26.0", "--report", report,
+                   preexec_fn=_file_size_limit(20_000))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: cannot write {report}/") and "File too large" in proc.stderr
+    assert "pathlib" not in proc.stderr
+    assert not (report / "summary.json").exists()       # written last: a summary means a whole report
+    assert all(p.stat().st_size for p in report.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def test_files_are_written_with_the_umask_mode(tmp_path):
+    report = tmp_path / "R"
+    proc = _ccdiff("replay", DEATH_SPIRAL, "--stack", "oracle:idle=last-send", "--report", report,
+                   "--json", tmp_path / "f.json", preexec_fn=lambda: os.umask(0o027))
+    assert proc.returncode == 1, proc.stderr
+    modes = {p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o777 for p in tmp_path.rglob("*")
+             if p.is_file()}
+    assert modes["f.json"] == modes["R/summary.json"] == modes["R/index.html"] == 0o640
+    assert set(modes.values()) == {0o640}, modes
