@@ -7,6 +7,7 @@ import json
 import math
 import re
 import sys
+import threading
 from pathlib import Path
 
 from . import __version__
@@ -139,6 +140,16 @@ def _console():
 def cmd_validate(args) -> int:
     failed = 0
     for path in args.traces:
+        if path.endswith(".toml"):        # a scenario: the schema sim and conform share
+            from .sim.scenario import load_scenario
+            try:
+                scenario = load_scenario(path)
+            except SetupError as exc:
+                print(f"error: {_printable(str(exc))}", file=sys.stderr)
+                failed += 1
+            else:
+                print(f"{path}: ok, scenario {_printable(scenario.name)}")
+            continue
         try:
             trace = StreamedTrace(path)   # any length, bounded memory
         except TraceError as exc:
@@ -684,9 +695,10 @@ def cmd_sim(args) -> int:
     specs = args.stack or ["oracle"]
     controls = [c for c in SIM_CONTROLS if c not in specs] if args.controls else []
     runs = []
-    for spec in specs + controls:
-        result = simulate(scenario, spec, args.seed, record=bool(args.trace) and spec in specs)
-        runs.append({"role": "stack" if spec in specs else "control", "result": result})
+    with _time_limit(args.timeout, f"sim {scenario.name}"):
+        for spec in specs + controls:
+            result = simulate(scenario, spec, args.seed, record=bool(args.trace) and spec in specs)
+            runs.append({"role": "stack" if spec in specs else "control", "result": result})
     if args.json:
         print(json.dumps({"scenario": scenario.name, "seed": args.seed,
                           "runs": [dict(run["result"].to_dict(), role=run["role"]) for run in runs]},
@@ -700,6 +712,27 @@ def cmd_sim(args) -> int:
             print(f"trace: {path}  (ccdiff replay {path} --stack {run['result'].stack})", file=sys.stderr)
     failing = [run for run in runs if run["role"] == "stack" and run["result"].status != "pass"]
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float, what: str):
+    """SetupError when the block runs longer than `seconds` (0: no limit).  The simulator
+    returns to Python on every event, so the alarm's handler runs even inside a stack."""
+    import signal
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise SetupError(f"{what}: still running after {seconds:g} s (--timeout); a scenario this "
+                         "long belongs in `ccdiff conform`, whose cases each have their own limit")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def cmd_scenarios(args) -> int:
@@ -911,7 +944,9 @@ def _add_validate(sub) -> None:
                                 "when every trace is valid, 2 otherwise.",
                     examples=["ccdiff validate examples/idle-restart.jsonl",
                               "ccdiff validate examples/*.jsonl"])
-    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.jsonl), docs/trace-format.md")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="trace files (.jsonl), docs/trace-format.md; a scenario file (.toml) is checked "
+                        "against the scenario schema that sim and conform use (scenarios/README.md)")
     p.set_defaults(func=cmd_validate)
 
 
@@ -1096,7 +1131,11 @@ def _add_sim(sub) -> None:
     p.add_argument("--stack", action=StackSpecs, metavar="SPEC", help=STACK_HELP + "; default: oracle")
     p.add_argument("--seed", type=int, default=0, help="random seed of the scenario's loss and jitter (default 0)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a scenario field (a JSON value, e.g. rtt_ms=40), repeatable")
+                   help="override a scenario field (a JSON value, e.g. base_rtt_us=40000), repeatable; "
+                        "the field names are those of scenarios/README.md, flat")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="give up on a simulation still running after S seconds (exit 2, as conform's "
+                        "per-case --timeout; default 300, 0: no limit)")
     p.add_argument("--trace", metavar="FILE",
                    help="write each --stack run's trace (JSONL; FILE-<stack>.jsonl when several)")
     p.add_argument("--no-controls", dest="controls", action="store_false",

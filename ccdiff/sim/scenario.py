@@ -7,6 +7,7 @@ integer number of bytes; probabilities are decimal fractions.
 """
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -64,6 +65,8 @@ class Scenario:
                              f"{', '.join(sorted(_KNOWN))}")
         for key in ("loss_schedule", "blackouts", "targets"):
             if key in params:
+                if not isinstance(params[key], (list, tuple)):
+                    raise SetupError(f"{self.source}: {key} must be a list")
                 params[key] = tuple(tuple(x) if isinstance(x, list) else x for x in params[key])
         scenario = replace(self, **params)
         _validate(scenario)
@@ -97,6 +100,9 @@ def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
     if "name" not in flat:
         raise SetupError(f"{source}: a scenario needs a name")
     for key in ("loss_schedule", "blackouts", "targets"):
+        if key in flat and not isinstance(flat[key], list):
+            raise SetupError(f"{source}: {key} must be a list")
+    for key in ("loss_schedule", "blackouts", "targets"):
         if key in flat:
             flat[key] = tuple(tuple(x) if isinstance(x, list) else x for x in flat[key])
     scenario = Scenario(**flat, source=source)
@@ -104,25 +110,107 @@ def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
     return scenario
 
 
+# The one schema of a scenario file, shared by `sim`, `conform` and `validate` (issue #32):
+# each field's type and range.  The ranges keep a run bounded in time and memory (a
+# simulation ends by its deadline; its events grow with the bytes sent) and inside what
+# QUIC allows; a value outside is refused with the file and the field, never run.
+_S = 1_000_000                       # µs in a second
+_INT, _FLOAT, _BOOL, _TEXT = "integer", "number", "boolean", "string"
+SCHEMA = {
+    # RFC 9000 §14: a QUIC datagram of at least 1200 bytes; 65527 is UDP's largest payload.
+    "max_datagram_size": (_INT, 1200, 65_527),
+    "initial_rtt_us": (_INT, 1, 60 * _S),
+    "rate_bytes_per_s": (_INT, 1_000, 10**11),
+    "base_rtt_us": (_INT, 2, 60 * _S),
+    "queue_bytes": (_INT, 1200, 10**9),
+    "jitter_us": (_INT, 0, 60 * _S),
+    "reorder_rate": (_FLOAT, 0, 1),
+    "reorder_delay_us": (_INT, 0, 60 * _S),
+    "ack_loss_rate": (_FLOAT, 0, 0.999),
+    "ack_every": (_INT, 1, 10_000),
+    # RFC 9000 §18.2: max_ack_delay values of 2^14 ms or more are invalid.
+    "max_ack_delay_us": (_INT, 0, 16_383_000),
+    "ack_on_gap": (_BOOL,),
+    "ack_aggregation_us": (_INT, 0, 60 * _S),
+    "bytes": (_INT, 1, 10**10),
+    "bursts": (_INT, 1, 1_000_000),
+    "period_us": (_INT, 0, 3600 * _S),
+    # RFC 9002 §6.2.4: "An endpoint MAY send up to two full-sized datagrams containing
+    # ack-eliciting packets to avoid an expensive consecutive PTO expiration"; at least one.
+    "pto_probes": (_INT, 1, 2),
+    "deadline_us": (_INT, 1, 3600 * _S),
+    "max_stall_us": (_INT, 0, 3600 * _S),
+    "check_invariants": (_BOOL,),
+    "name": (_TEXT,),
+    "purpose": (_TEXT,),
+    "app": (_TEXT,),
+    "source": (_TEXT,),
+}
+MAX_BYTES_IN_ALL = 10**10           # bytes x bursts: what a run may send, at most
+MAX_STEPS = 10_000                  # entries of loss_schedule, blackouts, targets
+
+
+def _type_ok(kind: str, value) -> bool:
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if isinstance(value, bool):     # TOML's true is not the integer 1
+        return False
+    if kind == _INT:
+        return isinstance(value, int)
+    return isinstance(value, (int, float)) and value == value and abs(value) != float("inf")
+
+
+def _check_field(s: Scenario, name: str, fail) -> None:
+    kind, *bounds = SCHEMA[name]
+    value = getattr(s, name)
+    if not _type_ok(kind, value):
+        fail(f"{name} = {_shown(value)}: expected {'a finite ' if kind == _FLOAT else 'an ' if kind == _INT else 'a '}"
+             f"{kind}" + (f" from {bounds[0]:,} to {bounds[1]:,}" if bounds else ""))
+    if bounds and not bounds[0] <= value <= bounds[1]:
+        fail(f"{name} = {_shown(value)}: expected {bounds[0]:,} to {bounds[1]:,}")
+
+
+def _shown(value) -> str:
+    """A value as the scenario file spells it (true, not True; a string quoted)."""
+    return json.dumps(value)[:60] if isinstance(value, (bool, str, int)) else repr(value)[:60]
+
+
+def _pairs(s: Scenario, name: str, fail, second) -> list:
+    value = getattr(s, name)
+    if not isinstance(value, tuple) or len(value) > MAX_STEPS:
+        fail(f"{name}: expected a list of at most {MAX_STEPS:,} [a, b] pairs")
+    for item in value:
+        if not (isinstance(item, tuple) and len(item) == 2 and _type_ok(_INT, item[0])
+                and _type_ok(second, item[1])):
+            fail(f"{name}: {list(item) if isinstance(item, tuple) else item!r} is not a "
+                 f"[microseconds, {'rate' if second == _FLOAT else 'microseconds'}] pair")
+    return list(value)
+
+
 def _validate(s: Scenario) -> None:
     def fail(reason):
         raise SetupError(f"{s.source}: {reason}")
-    for name in ("max_datagram_size", "rate_bytes_per_s", "base_rtt_us", "ack_every", "bytes",
-                 "bursts", "deadline_us", "initial_rtt_us"):
-        if not isinstance(getattr(s, name), int) or getattr(s, name) <= 0:
-            fail(f"{name} must be a positive integer")
-    if s.base_rtt_us < 2:
-        fail("base_rtt_us must be at least 2")
+    for name in SCHEMA:
+        _check_field(s, name, fail)
+    if not isinstance(s.targets, tuple) or len(s.targets) > MAX_STEPS or \
+            not all(isinstance(t, str) for t in s.targets):
+        fail("targets: expected a list of strings")
+    if not s.name.strip() or set(s.name) <= {"."} or any(ord(c) < 32 or ord(c) == 127 for c in s.name):
+        fail(f"name {s.name!r}: expected a readable name (it names folders and report pages)")
     if s.app not in ("bulk", "bursts"):
         fail(f"app pattern {s.app!r}: expected bulk or bursts")
     if s.app == "bursts" and s.period_us <= 0:
         fail("bursts need period_us > 0")
+    if s.bytes * s.bursts > MAX_BYTES_IN_ALL:
+        fail(f"bytes x bursts = {s.bytes * s.bursts:,}: a run may send at most {MAX_BYTES_IN_ALL:,} bytes")
     if s.queue_bytes < s.max_datagram_size:
         fail("queue_bytes must hold at least one datagram")
-    for until, rate in s.loss_schedule:
-        if not 0 <= rate < 1:
-            fail(f"loss rate {rate} must be in [0, 1)")
-    for lo, hi in s.blackouts:
+    for until, rate in _pairs(s, "loss_schedule", fail, _FLOAT):
+        if until < 0 or not 0 <= rate < 1:
+            fail(f"loss step [{until}, {rate}]: expected until >= 0 and a rate in [0, 1)")
+    for lo, hi in _pairs(s, "blackouts", fail, _INT):
         if not 0 <= lo < hi:
             fail(f"blackout [{lo}, {hi}] must have 0 <= from < until")
 
