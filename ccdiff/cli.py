@@ -1231,8 +1231,12 @@ def main(argv=None) -> int:
         argv[:2] = ["fuzz-triage"]
     args = parser.parse_args(argv)
     check_numbers(parser, args)
-    stdout = sys.stdout
-    sys.stdout = _PipeSafe(stdout)
+    from .streams import guarded
+    with guarded(sys):
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         from .cli_paths import check_paths
         check_paths(args)
@@ -1248,46 +1252,6 @@ def main(argv=None) -> int:
     except Exception as exc:   # noqa: BLE001 - the top-level rule: MemoryError, OSError, a bug
         print(f"error: {_printable(describe_error(exc))}", file=sys.stderr)
         return EXIT_ERROR
-    finally:
-        sys.stdout = stdout
-
-
-class _PipeSafe:
-    """stdout for one command: when its reader goes away (`| head`, a pager quit early), the
-    rest of the terminal output is dropped and the command goes on, so that its --json,
-    --report and --trace outputs are still written and its exit code still says whether
-    there were findings."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                return self.inner.write(text)
-            except BrokenPipeError:
-                self._reader_gone()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                self.inner.flush()
-            except BrokenPipeError:
-                self._reader_gone()
-
-    def _reader_gone(self) -> None:
-        self.gone = True
-        import os
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            # What the interpreter still holds for fd 1 is flushed at exit: into /dev/null.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.inner.fileno())
-            os.close(devnull)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
 
 def _printable(text: str) -> str:

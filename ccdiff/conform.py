@@ -36,6 +36,7 @@ from xml.etree import ElementTree as ET
 
 from .errors import SetupError
 from .outdir import held
+from .output import xml_safe
 from .stacks import load_recipes, resolve
 
 SCHEMA = "ccdiff-conform/1"
@@ -536,7 +537,7 @@ def junit_xml(summary: dict) -> bytes:
     ET.SubElement(suite, "system-out").text = (f"{totals['runs']} runs: {totals['passed']} passed, "
                                                f"{totals['failed']} failed, {totals['errors']} errors")
     ET.indent(suite)
-    return ET.tostring(suite, encoding="utf-8", xml_declaration=True) + b"\n"
+    return ET.tostring(xml_safe(suite), encoding="utf-8", xml_declaration=True) + b"\n"
 
 
 def print_summary(console, summary: dict) -> None:

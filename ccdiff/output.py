@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -114,3 +115,26 @@ def read_json_input(path, what: str, limit: int = 64 << 20):
 
 def write_json(path, document) -> None:
     write_text_atomic(path, json.dumps(document, indent=2) + "\n")
+
+
+# XML 1.0 §2.2: Char ::= #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
+# One character outside that (a trace path or a reason with ESC) makes a whole junit.xml
+# ill-formed, and CI rejects the file: such characters are written as \xNN text.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text):
+    if not isinstance(text, str):
+        return text
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else
+                        f"\\u{ord(m.group()):04x}", text)
+
+
+def xml_safe(root):
+    """Every text, tail and attribute value under an ElementTree root made XML 1.0 text."""
+    for element in root.iter():
+        element.text, element.tail = xml_text(element.text), xml_text(element.tail)
+        for key, value in element.attrib.items():
+            element.attrib[key] = xml_text(value)
+    return root
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from ..output import xml_safe
 from ..provenance import ccdiff_version
 from ..invariants import CATALOG
 
@@ -76,4 +77,4 @@ def junit_bytes(runs, views) -> bytes:
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    return ET.tostring(xml_safe(root), encoding="utf-8", xml_declaration=True) + b"\n"
