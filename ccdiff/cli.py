@@ -446,7 +446,18 @@ def cmd_minimize(args) -> int:
 def cmd_serve(args) -> int:
     import os
     from .serve import TOKEN_ENV, serve
-    return serve(args.host, args.port, args.stack, args.token or os.environ.get(TOKEN_ENV, ""))
+    token = os.environ.get(TOKEN_ENV, "")
+    if args.token_file:
+        try:
+            with open(args.token_file, "rb") as fh:
+                token = fh.read(4097).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SetupError(f"--token-file {args.token_file}: cannot read a secret: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
+        if not 1 <= len(token) <= 4096 or not all("!" <= c <= "~" for c in token):
+            raise SetupError(f"--token-file {args.token_file}: expected one line of 1 to 4096 visible "
+                             "ASCII characters")
+    return serve(args.host, args.port, args.stack, token)
 
 
 def cmd_serve_reports(args) -> int:
@@ -1019,8 +1030,11 @@ def _add_serve(sub) -> None:
     p.add_argument("--stack", metavar="NAME", action=Once, help="serve only this stack (e.g. quiche); default: every built one")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (containers: 0.0.0.0)")
     p.add_argument("--port", type=int, default=7000, help="TCP port (0: any free one, printed)")
-    p.add_argument("--token", default="", help="shared secret every request must carry "
-                   "(default: $CCDIFF_SERVE_TOKEN; clients send theirs from the same variable)")
+    p.allow_abbrev = False      # `--token SECRET` must not pass as an abbreviation of --token-file
+    p.add_argument("--token-file", metavar="FILE",
+                   help="read the shared secret every request must carry from FILE (default: "
+                        "$CCDIFF_SERVE_TOKEN; clients send theirs from that variable). There is no "
+                        "--token SECRET: `ps` would show it to every user of the machine")
     p.set_defaults(func=cmd_serve)
 
 

@@ -42,6 +42,9 @@ from .native import AdapterError
 from .snapshot import Snapshot
 
 BATCH = 2048
+# A reply to one batch is ~0.5 MB of snapshots; the bound keeps a bad server from driving
+# the client out of memory with one endless line.
+MAX_REPLY = 64 << 20
 DEFAULT_TIMEOUT = 60.0
 CONNECT_WAIT = 20.0       # a freshly started container may not listen yet (CCDIFF_REMOTE_CONNECT_WAIT)
 
@@ -108,13 +111,15 @@ class Connection:
             message = {**message, "token": token}
         try:
             self.sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-            line = self.reader.readline()
+            line = self.reader.readline(MAX_REPLY + 1)
         except socket.timeout:
             raise AdapterError(f"{self.where}: no reply within {_timeout():g} s (hung?)") from None
         except OSError as exc:
             raise AdapterError(f"{self.where}: {exc}") from None
         if not line:
             raise AdapterError(f"{self.where} closed the connection (crashed?)")
+        if len(line) > MAX_REPLY:     # a bad server cannot drive the client out of memory
+            raise AdapterError(f"{self.where}: a reply larger than {MAX_REPLY >> 20} MiB")
         try:
             reply = json.loads(line)
         except ValueError:

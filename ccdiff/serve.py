@@ -14,7 +14,14 @@ has 40, so 40 idle connections froze the server); a connection idle for
 IDLE_TIMEOUT seconds is closed; a request line is at most MAX_REQUEST bytes
 and every value is range-checked before it reaches ctypes or struct (which
 wrapped a max_datagram_size of 2**32 + 1200 to 1200).  With a token
-(--token or CCDIFF_SERVE_TOKEN) every request must carry it.
+(CCDIFF_SERVE_TOKEN or --token-file, never on the command line where `ps` shows it)
+every request must carry it, and a connection is authenticated before the server reads
+more than a short first line: that line (at most MAX_AUTH_LINE bytes, within AUTH_TIMEOUT
+seconds however slowly it trickles in) must carry the token, or the connection is closed.
+A stranger without the token can so hold neither memory nor, for long, a connection slot;
+and no single source address may hold more than MAX_UNAUTHENTICATED_PER_SOURCE connections
+younger than AUTH_TIMEOUT (the only ones that can still be unauthenticated: an older one
+has shown the token, or is gone).
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ import os
 import signal
 import socketserver
 import sys
+import time
 
 from . import __version__
 from .errors import SetupError
@@ -44,6 +52,9 @@ IDLE_TIMEOUT = float(os.environ.get("CCDIFF_SERVE_IDLE_TIMEOUT", "600"))   # sec
 MAX_BATCH = 4096            # events per step request (the client sends 2048)
 EVENT_KINDS = range(1, 7)   # enum ccd_event_kind: CCD_SENT .. CCD_APP_DATA (ccdiff_adapter.h)
 TOKEN_ENV = "CCDIFF_SERVE_TOKEN"
+MAX_AUTH_LINE = 64 << 10    # the first request of a connection, before the token is checked
+AUTH_TIMEOUT = float(os.environ.get("CCDIFF_SERVE_AUTH_TIMEOUT", "10"))   # seconds, in all
+MAX_UNAUTHENTICATED_PER_SOURCE = 64   # with a token: connections still within AUTH_TIMEOUT, per address
 
 
 class BadRequest(ValueError):
@@ -119,9 +130,12 @@ class Session:
         self.stack, self.token = stack, token
         self.controller: NativeController | None = None
 
+    def authorized(self, request: dict) -> bool:
+        return not self.token or hmac.compare_digest(
+            str(request.get("token", "")).encode(errors="replace"), self.token.encode())
+
     def handle(self, request: dict) -> dict:
-        if self.token and not hmac.compare_digest(str(request.get("token", "")).encode(errors="replace"),
-                                                  self.token.encode()):
+        if not self.authorized(request):
             return {"ok": False, "error": f"this server needs a token ({TOKEN_ENV} on both sides)"}
         op = request.get("op")
         if op == "hello":
@@ -199,6 +213,8 @@ class Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         session = Session(self.server.stack, self.server.token)
         try:
+            if self.server.token and not self.authenticate(session):
+                return
             while True:
                 try:
                     line = self.rfile.readline(MAX_REQUEST + 1)
@@ -220,6 +236,30 @@ class Handler(socketserver.StreamRequestHandler):
         finally:
             session.close()
 
+    def authenticate(self, session: Session) -> bool:
+        """The first request, read with a small size bound and a deadline for the whole line
+        (an alarm: a socket timeout would be renewed by every byte), must carry the token;
+        it is then answered as any request.  Returns whether the connection goes on."""
+        def too_slow(signum, frame):
+            raise TimeoutError
+        previous = signal.signal(signal.SIGALRM, too_slow)
+        signal.setitimer(signal.ITIMER_REAL, AUTH_TIMEOUT)
+        try:
+            line = self.rfile.readline(MAX_AUTH_LINE + 1)
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        try:
+            request = json.loads(line) if line.endswith(b"\n") else None
+        except (ValueError, RecursionError):
+            request = None
+        if not isinstance(request, dict) or not session.authorized(request):
+            self.reply({"ok": False, "error": f"this server needs a token ({TOKEN_ENV} on both sides)"})
+            return False
+        return self.reply(session.handle(request))
+
     def reply(self, message: dict) -> bool:
         try:
             self.wfile.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
@@ -239,16 +279,30 @@ class Server(socketserver.ForkingTCPServer):
 
     def __init__(self, address, stack, token: str = ""):
         self.stack, self.token, self.pid = stack, token, os.getpid()
+        self.source_of: dict = {}           # child pid -> (the address it serves, when it started)
         super().__init__(address, Handler)
 
     def process_request(self, request, client_address):
         self.collect_children(blocking=False)
+        busy = None
         if self.active_children is not None and len(self.active_children) >= self.max_children:
+            busy = b"too many connections"
+        elif self.token and self.unauthenticated(client_address[0]) >= MAX_UNAUTHENTICATED_PER_SOURCE:
+            busy = b"too many new connections from one address"
+        if busy:
             with contextlib.suppress(OSError):
-                request.sendall(b'{"ok":false,"error":"server busy: too many connections"}\n')
+                request.sendall(b'{"ok":false,"error":"server busy: ' + busy + b'"}\n')
             self.shutdown_request(request)
             return
+        before = set(self.active_children or ())
         super().process_request(request, client_address)
+        for pid in set(self.active_children or ()) - before:
+            self.source_of[pid] = (client_address[0], time.monotonic())
+
+    def unauthenticated(self, address: str) -> int:
+        """Connections from `address` that may not have shown the token yet."""
+        since = time.monotonic() - AUTH_TIMEOUT
+        return sum(1 for a, started in self.source_of.values() if a == address and started > since)
 
     def collect_children(self, *, blocking=False):
         # ForkingMixIn waits (blocks the accept loop) when it holds max_children: reap only
@@ -262,6 +316,7 @@ class Server(socketserver.ForkingTCPServer):
                 done = pid
             if done:
                 self.active_children.discard(pid)
+                self.source_of.pop(pid, None)
 
 
 def serve(host: str, port: int, stack: str | None, token: str = "") -> int:

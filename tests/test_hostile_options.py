@@ -41,14 +41,14 @@ INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces")
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace"),
           ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus"), ("merge", "shards"),
           ("merge", "baseline"), ("import", "qlog"), ("fidelity", "qlog"),
-          ("fuzz-triage", "inputs")}
+          ("fuzz-triage", "inputs"), ("serve", "token_file")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings"),
            ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json"), ("merge", "out"),
            ("import", "output"), ("import", "json"), ("import", "scenario"), ("fidelity", "out"), ("fidelity", "json"),
            ("fuzz-triage", "findings")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
-             ("serve", "host"), ("serve", "token"), ("serve-reports", "host"), ("conform", "stacks"),
+             ("serve", "host"), ("serve-reports", "host"), ("conform", "stacks"),
              ("conform", "shard"), ("conform", "against"), ("matrix", "against"), ("sim", "stack"),
              ("sim", "set"), ("fuzz", "stack"), ("fuzz", "against"), ("fuzz", "time"), ("fuzz", "worker"), ("fuzz", "invariants"),
              ("minimize", "stack"), ("minimize", "invariant"), ("fidelity", "stack"), ("versions", "stack"), ("coverage", "stack"),
@@ -57,7 +57,8 @@ NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("repla
              ("replay", "qlog_schema"), ("matrix", "qlog_schema"), ("report", "qlog_schema"),
              ("conform", "qlog_schema"), ("fuzz", "qlog_schema"),
              ("fuzz-triage", "stack"), ("fuzz-triage", "qlog_schema")}
-ANY_BYTES = {("decode", "input")}  # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
+ANY_BYTES = {("decode", "input"),   # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
+             ("serve", "token_file")}   # any visible ASCII line is a secret (a JSON list too)
 ZERO_IS_ERROR = {("conform", "seeds"), ("coverage", "seeds")}   # `conform --seeds 0` ran nothing and passed
 
 TEXT_VALUES = ["", "..", "\udcff", "$\\frac{a$", "x" * 5000, "-"]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -118,11 +120,59 @@ def test_a_request_over_the_size_limit_is_refused_and_closed():
 
 
 def test_a_token_is_required_when_set():
-    with serving(CCDIFF_SERVE_TOKEN="s3cret") as port, connect(port) as sock:
-        assert ask(sock, {"op": "hello"}) == {"ok": False, "error": "this server needs a token "
+    """A first request without the right token is answered once, then the connection ends."""
+    with serving(CCDIFF_SERVE_TOKEN="s3cret") as port:
+        for request in ({"op": "hello"}, {"op": "hello", "token": "wrong"}, b"[]\n"):
+            with connect(port) as sock:
+                assert ask(sock, request) == {"ok": False, "error": "this server needs a token "
                                                                     "(CCDIFF_SERVE_TOKEN on both sides)"}
-        assert ask(sock, {"op": "hello", "token": "wrong"})["ok"] is False
-        assert ask(sock, {"op": "hello", "token": "s3cret"})["ok"] is True
+                assert sock.recv(1) == b""
+        with connect(port) as sock:
+            assert ask(sock, {"op": "hello", "token": "s3cret"})["ok"] is True
+            assert ask(sock, {"op": "hello", "token": "s3cret"})["ok"] is True
+
+
+def test_a_stranger_is_cut_off_before_the_server_reads_a_large_line():
+    """Issue #32: an unauthenticated 47 MiB line drove a child to 1.28 GB; now the first line
+    may be 64 KiB, and must arrive whole within CCDIFF_SERVE_AUTH_TIMEOUT, however slowly."""
+    with serving(CCDIFF_SERVE_TOKEN="s3cret", CCDIFF_SERVE_AUTH_TIMEOUT="1") as port:
+        with connect(port) as sock:
+            sock.sendall(b'{"op": "hello", "pad": "' + b"x" * (1 << 20))
+            assert b"needs a token" in sock.recv(4096)
+        with connect(port) as sock:            # a byte now and then renews nothing
+            started = time.monotonic()
+            for _ in range(30):
+                try:
+                    sock.sendall(b" ")
+                except OSError:
+                    break
+                if select.select([sock], [], [], 0.1)[0]:
+                    break
+            assert sock.recv(4096) in (b"", b'{"ok":false,"error":"this server needs a token (CCDIFF_SERVE_TOKEN on both sides)"}\n')
+            assert time.monotonic() - started < 2.5
+        with connect(port) as sock:            # the slots it held are free again
+            assert ask(sock, {"op": "hello", "token": "s3cret"})["ok"] is True
+        strangers = [connect(port) for _ in range(80)]     # more new connections than one address may hold
+        try:
+            replies = []
+            for sock in strangers[-10:]:
+                with contextlib.suppress(OSError):
+                    replies.append(sock.recv(4096))
+            assert b'{"ok":false,"error":"server busy: too many new connections from one address"}\n' in replies
+        finally:
+            for sock in strangers:
+                sock.close()
+
+
+def test_the_token_is_never_a_command_line_argument(tmp_path, capsys):
+    from ccdiff.cli import main
+    with pytest.raises(SystemExit):
+        main(["serve", "--token", "s3cret"])
+    assert "unrecognized arguments: --token" in capsys.readouterr().err
+    secret = tmp_path / "token"
+    secret.write_text("")
+    assert main(["serve", "--token-file", str(secret)]) == 2
+    assert "expected one line of 1 to 4096 visible ASCII characters" in capsys.readouterr().err
 
 
 def test_a_client_with_the_token_replays_remotely():
