@@ -196,9 +196,12 @@ def _isolation(args):
     """--isolate: adapter stacks (native and Python) run in a child server; a crash or hang
     becomes a finding."""
     if not args.isolate:
+        if args.timeout is not None:    # a limit that would silently not apply
+            raise SetupError("--timeout limits a stack run in its own process: it needs --isolate "
+                             "(without it, a hung stack hangs ccdiff)")
         return contextlib.nullcontext()
     from .isolation import isolated
-    return isolated(args.timeout)
+    return isolated(args.timeout if args.timeout is not None else ISOLATION_TIMEOUT_S)
 
 
 # The qlog schema choices, without importing the report package (Jinja2, matplotlib) to parse.
@@ -212,14 +215,17 @@ def _add_qlog_option(p) -> None:
     p.add_argument("--qlog-schema", choices=QLOG_SCHEMAS, default="0.3", help=QLOG_SCHEMA_HELP)
 
 
+ISOLATION_TIMEOUT_S = 60.0
+
+
 def _add_isolation_options(p) -> None:
     p.add_argument("--isolate", action="store_true",
                    help="run every adapter stack (native libraries and in-process Python adapters "
                         "such as aioquic) in a child process: a crash or a hang becomes that "
                         "stack's adapter-error finding and the run goes on")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="with --isolate: give up on a stack that does not answer within S seconds "
-                        "(default 60)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help=f"with --isolate: give up on a stack that does not answer within S seconds "
+                        f"(default {ISOLATION_TIMEOUT_S:g})")
 
 
 def _write_report(document: dict, out, qlog_schema: str) -> None:

@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import signal
 import statistics
 import time
 import traceback
@@ -36,7 +37,7 @@ from xml.etree import ElementTree as ET
 
 from .errors import SetupError
 from .outdir import held
-from .output import xml_safe
+from .output import write_text_atomic, xml_safe
 from .stacks import load_recipes, resolve
 
 SCHEMA = "ccdiff-conform/1"
@@ -153,17 +154,31 @@ def _run_case(case: tuple) -> dict:
     if result.trace is not None and trace_dir and (keep == "all" or result.status != "pass"):
         rel = Path("traces") / _safe(scenario.name) / _safe(result.stack) / f"seed-{seed}.jsonl"
         path = Path(trace_dir) / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(result.trace_text())
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, result.trace_text())
+        except (OSError, SetupError) as exc:   # the harness's disk, not the stack: say so
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
+            return {"status": "error", "reasons": [f"harness: cannot write the trace {rel}: {why}"],
+                    "metrics": {}, "findings": []}
         doc["trace"] = str(rel)
     return doc
 
 
 def _worker(conn) -> None:
     """One worker process: cases in, results out, over its own pipe (no shared locks a
-    crashing process could leave held)."""
+    crashing process could leave held).  It dies with the parent, even a SIGKILLed one (no
+    orphan goes on simulating), and leaves Ctrl-C to the parent, which says what is kept."""
+    from .isolation import die_with_parent
+    die_with_parent(signal.SIGKILL)()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.getppid() == 1:                 # the parent died before prctl took effect
+        return
     while True:
-        case = conn.recv()
+        try:
+            case = conn.recv()
+        except (EOFError, OSError):       # the parent is gone
+            return
         if case is None:
             return
         conn.send((case[0], _run_case(case)))

@@ -8,6 +8,11 @@ runs, so a malformed trace fails exactly as load_trace does (exit 2, nothing ope
 """
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import stat
+import tempfile
 from array import array
 from bisect import bisect_right
 
@@ -55,10 +60,39 @@ class StreamedTrace:
                                                 f"{self.n_events} when validated")
 
 
+MAX_PIPED_BYTES = 4 << 30     # a pipe is copied to a temporary file first: at most this
+
+
+def rereadable(path: str) -> str:
+    """`path`, or for a pipe (`cat t | ccdiff replay /dev/stdin`, a FIFO) a copy of it in a
+    temporary folder removed at exit: a trace is read more than once (the qlog sniffer,
+    validation, each replay), and a pipe gives its bytes once.  Bounded memory: streamed."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return path                       # the reader says what is wrong with it
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return path                       # a file, or a device that opens afresh (/dev/zero)
+    folder = tempfile.mkdtemp(prefix="ccdiff-pipe-")
+    atexit.register(shutil.rmtree, folder, True)
+    copy = os.path.join(folder, os.path.basename(path) or "input")
+    try:
+        with open(path, "rb") as src, open(copy, "wb") as dst:
+            while block := src.read(1 << 20):
+                if dst.tell() + len(block) > MAX_PIPED_BYTES:
+                    raise TraceError(path, None, f"a piped trace larger than {MAX_PIPED_BYTES >> 30} GiB: "
+                                                 "write it to a file and name the file")
+                dst.write(block)
+    except OSError as exc:
+        raise TraceError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    return copy
+
+
 def open_trace(path: str):
     """A trace file or a qlog (ccdiff/qlog_import.py, detected by extension or content),
     for replay and matrix: validated whole, streamed again as the replay goes."""
     from .qlog_import import QlogTrace, looks_like_qlog
+    path = rereadable(path)
     return QlogTrace(path) if looks_like_qlog(path) else StreamedTrace(path)
 
 
@@ -66,6 +100,7 @@ def load_any(path: str):
     """load_trace, or a qlog imported into memory (reports replay with every snapshot)."""
     from .qlog_import import QlogTrace, looks_like_qlog
     from .trace import Trace, load_trace
+    path = rereadable(path)
     if not looks_like_qlog(path):
         return load_trace(path)
     qlog = QlogTrace(path)
