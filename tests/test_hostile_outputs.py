@@ -27,7 +27,7 @@ def _ccdiff(*argv, cwd=ROOT, **kwargs) -> subprocess.CompletedProcess:
 
 def _short_scenario(folder: Path, name: str) -> Path:
     text = (ROOT / "scenarios" / "death-spiral.toml").read_text()
-    path = folder / f"{name.replace(' ', '-')}.toml"
+    path = folder / f"{name.replace(' ', '-')[:100]}.toml"
     path.write_text(text.replace("bytes = 10_000_000", "bytes = 200_000")
                     .replace('name = "death-spiral"', f'name = "{name}"'))
     return path
@@ -166,3 +166,67 @@ def test_files_are_written_with_the_umask_mode(tmp_path):
              if p.is_file()}
     assert modes["f.json"] == modes["R/summary.json"] == modes["R/index.html"] == 0o640
     assert set(modes.values()) == {0o640}, modes
+
+
+# -- the smaller classes of the same audit --------------------------------------------------
+def test_a_piped_trace_replays_as_its_file_does():
+    with open(DEATH_SPIRAL, "rb") as stdin:
+        piped = subprocess.run([sys.executable, "-m", "ccdiff", "replay", "/dev/stdin", "--stack",
+                                "oracle:idle=last-send"], stdin=stdin, capture_output=True, text=True, cwd=ROOT)
+    direct = _ccdiff("replay", DEATH_SPIRAL, "--stack", "oracle:idle=last-send")
+    assert piped.returncode == direct.returncode == 1, piped.stderr
+    assert piped.stdout.split("\n", 1)[1] == direct.stdout.split("\n", 1)[1]    # all but the name line
+
+
+def test_a_timeout_without_isolation_is_refused(capsys):
+    assert main(["replay", str(DEATH_SPIRAL), "--timeout", "5"]) == 2
+    assert "--timeout limits a stack run in its own process: it needs --isolate" in capsys.readouterr().err
+
+
+def test_a_trace_the_harness_cannot_write_is_its_error_not_the_stacks(tmp_path, capsys):
+    scenario = _short_scenario(tmp_path, "x" * 300)       # OUT/traces/<name>/: ENAMETOOLONG
+    assert main(["conform", "--stack", "oracle:idle=last-send", "--scenario", str(scenario), "--seeds", "1",
+                 "--jobs", "1", "--no-report", "--out", str(tmp_path / "out")]) == 2
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    reasons = [r for case in summary["cases"] if case["stack"] == "oracle:idle=last-send" for r in case["reasons"]]
+    assert reasons and reasons[0].startswith("harness: cannot write the trace traces/xxx") and \
+        "File name too long" in reasons[0], reasons
+    assert "crash" not in capsys.readouterr().out
+
+
+def _children(pid: int) -> set:
+    out = set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat_file.parent.name))
+    return out
+
+
+def test_a_killed_conform_leaves_no_worker_behind(tmp_path):
+    import time
+    proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "conform", "--stack", "oracle", "--scenario",
+                             "death-spiral", "--seeds", "40", "--jobs", "2", "--out", str(tmp_path / "out")],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in workers) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
