@@ -207,15 +207,20 @@ def _children(pid: int) -> set:
 
 
 def test_a_killed_conform_leaves_no_worker_behind(tmp_path):
+    """Each worker is in the middle of a long case (minutes) when the parent is SIGKILLed."""
     import time
+    scenario = _short_scenario(tmp_path, "long")
+    scenario.write_text(scenario.read_text().replace("bytes = 200_000", "bytes = 2_000_000_000")
+                        .replace("deadline_us = 10_000_000", "deadline_us = 3_600_000_000"))
     proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "conform", "--stack", "oracle", "--scenario",
-                             "death-spiral", "--seeds", "40", "--jobs", "2", "--out", str(tmp_path / "out")],
+                             str(scenario), "--seeds", "2", "--jobs", "2", "--out", str(tmp_path / "out")],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     workers = _children(proc.pid)
     assert len(workers) >= 2
+    time.sleep(2)                          # the cases are under way
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 10
