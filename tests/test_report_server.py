@@ -6,12 +6,12 @@ import threading
 import urllib.error
 import urllib.request
 from functools import partial
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from ccdiff.report.server import ReportHandler, find_reports, index_page
+from ccdiff.report import server as report_server
+from ccdiff.report.server import BoundedServer, ReportHandler, find_reports, index_page
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def served(tmp_path):
     (tmp_path / "findings/quiche@0.26.0/.work/afl/w1/queue").mkdir(parents=True)   # a corpus
     (tmp_path / "findings/quiche@0.26.0/.work/index.html").write_text("corpus")
     (tmp_path / "findings/quiche@0.26.0/.work/afl/w1/queue/id:000000").write_bytes(b"\x00")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(ReportHandler, directory=str(tmp_path)))
+    server = BoundedServer(("127.0.0.1", 0), partial(ReportHandler, directory=str(tmp_path)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -138,3 +138,35 @@ def test_malformed_requests_get_400_and_no_traceback(served, capfd, request_line
     answer = raw_request(served, request_line + b"\r\n\r\n")
     assert answer.split(b"\r\n", 1)[0] == b"HTTP/1.0 400 Bad Request"
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_idle_strangers_cannot_hold_the_server(served, monkeypatch):
+    """Issue #32: a thread per connection and no idle timeout: idle connections held it for
+    ever.  Now MAX_CONNECTIONS at once (one more: 503 at once) and each idle one is closed."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+    port = urlsplit(served).port
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10)
+            for _ in range(report_server.MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.5)
+        extra = socket.create_connection(("127.0.0.1", port), timeout=10)
+        assert extra.recv(64).startswith(b"HTTP/1.0 503")
+        extra.close()
+    finally:
+        for sock in idle:
+            sock.close()
+    deadline = time.monotonic() + 10
+    while get(served + "/reports/html/")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert get(served + "/reports/html/") == (200, "<h1>report reports/html</h1>")
+    assert ReportHandler.timeout == report_server.IDLE_TIMEOUT > 0
+    one = socket.create_connection(("127.0.0.1", port), timeout=60)
+    monkeypatch.setattr(ReportHandler, "timeout", 0.5)     # a connection that sends nothing ...
+    two = socket.create_connection(("127.0.0.1", port), timeout=60)
+    started = time.monotonic()
+    assert two.recv(1) == b"" and time.monotonic() - started < 30    # ... is closed by the server
+    one.close()
+    two.close()
+

@@ -9,10 +9,12 @@ corpora under FINDINGS/<stack>/.work) are neither listed nor served.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import os
 import sys
+import threading
 from functools import partial
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -56,8 +58,39 @@ SECURITY_HEADERS = {
 }
 
 
+# A connection is one thread: at most MAX_CONNECTIONS at once (one more is answered 503 and
+# closed at once, the accept loop never waits), and a connection that sends nothing for
+# IDLE_TIMEOUT seconds is closed, so idle strangers cannot hold the threads.
+MAX_CONNECTIONS = 64
+IDLE_TIMEOUT = float(os.environ.get("CCDIFF_REPORTS_IDLE_TIMEOUT", "30"))
+
+
+class BoundedServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, *args, **kwargs):
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                b"Connection: close\r\n\r\n")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 class ReportHandler(SimpleHTTPRequestHandler):
     server_version = "ccdiff-reports"
+    timeout = IDLE_TIMEOUT
 
     def do_GET(self):
         if self._refused():
@@ -134,7 +167,7 @@ def serve_reports(folder: str, host: str, port: int) -> int:
         raise SetupError(f"{folder}: not a folder")
     handler = partial(ReportHandler, directory=str(root.resolve()))
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        server = BoundedServer((host, port), handler)
     except OSError as exc:
         raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     print(f"serving the reports under {root} on http://{host}:{server.server_address[1]}/", file=sys.stderr,
