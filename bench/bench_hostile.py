@@ -18,6 +18,13 @@ Two campaigns side by side for the same time, one core each:
 
 Prints inputs tried and crashes per target (the goal is zero) and writes
 OUT/hostile-DATE.json.  Exit 1 if anything crashed.
+
+    python3 bench/bench_hostile.py --classes
+
+instead runs the hostile user's attempts of issue #32 (bench/hostile_classes.py), one
+process each, and prints attempts, classes, data lost, tracebacks, wrong exit codes and the
+worst peak RSS (the goal: 0, 0, 0); writes OUT/hostile-classes-DATE.json; exit 1 if any
+count is not 0.
 """
 from __future__ import annotations
 
@@ -115,7 +122,10 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--seconds", type=float, help="instead of --minutes (smoke runs)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--classes", action="store_true", help="the issue #32 attempt catalog instead")
     args = parser.parse_args()
+    if args.classes:
+        return classes_main(args.out)
     seconds = args.seconds if args.seconds is not None else args.minutes * 60
     now = datetime.datetime.now(datetime.timezone.utc)
     with tempfile.TemporaryDirectory(prefix="ccdiff-hostile-") as tmp:
@@ -149,6 +159,20 @@ def main() -> int:
                                "python": python, "c_decoder": c}, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 1 if any(crashes for _, _, crashes in rows) else 0
+
+
+def classes_main(out_dir: Path) -> int:
+    from hostile_classes import run_all, table
+    now = datetime.datetime.now(datetime.timezone.utc)
+    rows = run_all()
+    print(f"hostile attempts of issue #32 ({now:%Y-%m-%d %H:%M UTC})")
+    print(table(rows))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"hostile-classes-{now:%Y-%m-%d}.json"
+    out.write_text(json.dumps({"date": now.strftime("%Y-%m-%d %H:%M UTC"), "rows": rows}, indent=1,
+                              sort_keys=True) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 1 if any(r["wrong_exit"] or r["traceback"] or r["data_lost"] or r["raw_control"] for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -54,6 +54,21 @@ def test_hostile_bench_smoke_finds_nothing(tmp_path):
         assert stats["inputs"] > 0 and stats["crashes"] == [], name
 
 
+def test_hostile_classes_lose_nothing_and_exit_as_their_class_says(tmp_path):
+    """Issue #32's table (bench_hostile.py --classes): every attempt of the hostile audit,
+    run as a user would; the counts must be 0, and the judge itself must see a loss."""
+    import hostile_classes
+    rows = hostile_classes.run_all()
+    assert len({r["class"] for r in rows}) >= 14
+    bad = [r for r in rows if r["data_lost"] or r["traceback"] or r["wrong_exit"] or r["raw_control"]]
+    assert not bad, bad
+    table = hostile_classes.table(rows)
+    assert f"| {len(rows)} | {len({r['class'] for r in rows})} | 0 | 0 | 0 | 0 |" in table
+    probe = hostile_classes.Attempt("probe", "a file the attempt removes", ["validate", "{d}/t.jsonl"],
+                                    exits=(0,), files={"t.jsonl": "x"}, keep=("gone",))
+    assert hostile_classes.run_attempt(probe, tmp_path)["data_lost"] == ["gone"]
+
+
 def test_hostile_campaign_reports_an_escaping_exception(monkeypatch):
     """A property that lets an exception escape is a crash, listed with its shrunk input."""
     import bench_hostile
