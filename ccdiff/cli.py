@@ -1237,7 +1237,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{error_location(exc)}: {' '.join(what.split())}"
 
 
-def main(argv=None) -> int:
+def main(argv=None, supervise: bool = False) -> int:
     """Exit 0: no finding; 1: findings or regressions, and nothing else; 2: every error that
     is not a finding (usage, input, setup, I/O, out of memory, a bug), as one line."""
     parser = build_parser()
@@ -1253,7 +1253,60 @@ def main(argv=None) -> int:
     check_numbers(parser, args)
     from .streams import guarded
     with guarded(sys):
+        if supervise and args.command in SUPERVISED and not getattr(args, "isolate", True):
+            return _supervised(args)
         return _run(args)
+
+
+def entry() -> int:
+    """The `ccdiff` command (console script and `python -m ccdiff`): main, supervised."""
+    return main(supervise=True)
+
+
+# Commands that run stacks' native code in ccdiff's own process unless --isolate.
+SUPERVISED = ("replay", "matrix")
+CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE", "SIGSYS", "SIGTRAP")
+
+
+def _supervised(args) -> int:
+    """A segfault in a stack's native code would end the command with no finding and no
+    output (exit 139).  The command runs in a forked child; when a crash signal ends it, it
+    runs again with every stack isolated (--isolate), where the crash is that stack's
+    adapter-error finding and the other stacks' results stand.  Replay is deterministic, so
+    the second run meets the same crash; nothing was written by the first (its outputs come
+    at its end)."""
+    import os
+    import signal
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:                         # the child: the command itself
+        code = EXIT_ERROR
+        try:
+            code = _run(args)
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except KeyboardInterrupt:        # the child has it too; wait for its own exit
+            continue
+    if not os.WIFSIGNALED(status):
+        return os.waitstatus_to_exitcode(status)
+    name = signal.Signals(os.WTERMSIG(status)).name
+    if name not in CRASH_SIGNALS:
+        print(f"error: the {args.command} process was ended by {name} (out of memory? killed?)", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"a stack crashed ccdiff's process ({name}); running again with every stack isolated "
+          "(--isolate) to find which", file=sys.stderr, flush=True)
+    args.isolate = True
+    return _run(args)
 
 
 def _run(args) -> int:

@@ -66,6 +66,11 @@ class AdapterError(Exception):
     """The adapter refused an event (ccd_step < 0): a finding, not a harness bug."""
 
 
+class AdapterCrash(AdapterError):
+    """An isolated adapter's process died or stopped answering (a segfault, an abort, a
+    hang): a finding for that stack, at open as at any step, never the run's error."""
+
+
 _LIBRARIES: dict[str, ctypes.CDLL] = {}
 
 

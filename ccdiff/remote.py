@@ -38,7 +38,7 @@ from itertools import islice
 
 from .clock import DEFAULT_CLOCK_BASE_US
 from .errors import SetupError
-from .native import AdapterError
+from .native import AdapterCrash, AdapterError
 from .snapshot import Snapshot
 
 BATCH = 2048
@@ -113,11 +113,11 @@ class Connection:
             self.sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
             line = self.reader.readline(MAX_REPLY + 1)
         except socket.timeout:
-            raise AdapterError(f"{self.where}: no reply within {_timeout():g} s (hung?)") from None
+            raise AdapterCrash(f"{self.where}: no reply within {_timeout():g} s (hung?)") from None
         except OSError as exc:
-            raise AdapterError(f"{self.where}: {exc}") from None
+            raise AdapterCrash(f"{self.where}: {exc}") from None
         if not line:
-            raise AdapterError(f"{self.where} closed the connection (crashed?)")
+            raise AdapterCrash(f"{self.where} closed the connection (crashed?)")
         if len(line) > MAX_REPLY:     # a bad server cannot drive the client out of memory
             raise AdapterError(f"{self.where}: a reply larger than {MAX_REPLY >> 20} MiB")
         try:
@@ -168,6 +168,8 @@ class RemoteController:
         self.conn = None
         try:
             reply = self._open()
+        except AdapterCrash:
+            raise                # the stack's finding (replay records it), not a setup error
         except AdapterError as exc:
             raise SetupError(str(exc)) from None
         self.description = reply.get("description", target.label)

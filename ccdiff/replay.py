@@ -18,7 +18,7 @@ from .divergence import DivergenceWatch
 from .errors import SetupError
 from .invariants import Checker, Finding, Truth
 from .ledger import ACKED, Ledger
-from .native import AdapterError
+from .native import AdapterCrash, AdapterError
 from .profiles import Profile, judge, load_profile
 from .remote import BATCH
 from .status import status_of
@@ -66,12 +66,20 @@ class ReplayResult:
 def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
     header = trace.header
     profile = load_profile(target.recipe)
-    controller = open_controller(target, header.max_datagram_size, header.initial_rtt_us)
+    crash = None
+    try:
+        controller = open_controller(target, header.max_datagram_size, header.initial_rtt_us)
+    except AdapterCrash as exc:          # an isolated adapter died while opening: its finding
+        controller, crash = None, str(exc)
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
     checker = Checker(target.label, header.max_datagram_size, target.family, profile.min_window_datagrams,
                       provisional, mechanisms=profile.mechanisms(header.max_datagram_size, target.family),
                       rate_tick_us=profile.rate_tick_us(target.options))
-    return Run(target, controller, checker, profile, hidden=hidden)
+    run = Run(target, controller, checker, profile, hidden=hidden)
+    if crash is not None:
+        run.error = f"open: {crash}"
+        checker.flag("adapter-error", 0, 0, f"open: {crash}")
+    return run
 
 
 def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool = True,

@@ -2,6 +2,7 @@
 
 `faulty` is built with gcc into a private CCDIFF_HOME.  Option `fault=` picks
 what happens at t >= `at` microseconds (default 50 ms): crash (segfault),
+opencrash (a segfault in ccd_open, before any event),
 hang (sleeps forever), garbage (a NaN/zero snapshot), refuse (ccd_step < 0),
 or none (a well-behaved fixed window).
 """
@@ -22,7 +23,7 @@ typedef struct { char fault[16]; int64_t at; } faulty;
 
 uint32_t ccd_abi_version(void) { return CCD_ABI_VERSION; }
 const char *ccd_describe(void) {
-  return "faulty 1.0 (misbehaves on purpose); options: fault=crash|hang|garbage|refuse|none, at=US";
+  return "faulty 1.0 (misbehaves on purpose); options: fault=crash|opencrash|hang|garbage|refuse|none, at=US";
 }
 void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) {
   faulty *f = calloc(1, sizeof *f);
@@ -36,6 +37,7 @@ void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) {
     o = strchr(o, ',');
     if (o) o++;
   }
+  if (!strcmp(f->fault, "opencrash")) { volatile int *p = 0; *p = 1; }
   return f;
 }
 int ccd_step(void *ctl, const ccd_event *ev, ccd_snapshot *out) {

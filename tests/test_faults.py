@@ -150,3 +150,29 @@ def test_isolated_crash_after_the_first_prefetched_chunk_names_its_event(home, t
     assert error["event_index"] == crash_index > 4096, error
     run = doc["stacks"][0]
     assert run["error"].startswith(f"event {crash_index}: ") and run["final"]["cwnd"] == 12000
+
+
+def test_a_crash_without_isolation_is_still_that_stacks_finding(home):
+    """Issue #32: a segfault in a stack's native code ended replay and matrix with 139, no
+    message and no --json.  The command now runs again with every stack isolated."""
+    proc, found, doc = findings(home, "--stack", "oracle:idle=last-send", "--stack", "faulty:fault=crash")
+    assert proc.returncode == 1, proc.stderr
+    assert "a stack crashed ccdiff's process (SIGSEGV); running again with every stack isolated" in proc.stderr
+    assert "closed the connection (crashed?)" in found[("faulty:fault=crash", "adapter-error")]["detail"]
+    assert ("oracle:idle=last-send", "future-recovery-start") in found
+    out = home / "m.json"
+    proc = ccdiff(home, "matrix", TRACE, "--json", str(out), "--stack", "faulty:fault=crash", "--stack", "oracle")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert json.loads(out.read_text())["errors"]
+
+
+def test_a_crash_while_opening_is_a_finding_and_the_other_stacks_stand(home):
+    """Issue #32: with --isolate, an adapter that crashed at load gave exit 2 "closed the
+    connection" and lost the other stacks' results."""
+    for isolate in (["--isolate"], []):
+        proc, found, doc = findings(home, *isolate, "--stack", "faulty:fault=opencrash",
+                                    "--stack", "oracle:idle=last-send")
+        assert proc.returncode == 1, proc.stderr
+        error = found[("faulty:fault=opencrash", "adapter-error")]
+        assert error["detail"].startswith("open: ") and "crashed?" in error["detail"]
+        assert ("oracle:idle=last-send", "future-recovery-start") in found
