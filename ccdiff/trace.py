@@ -434,7 +434,7 @@ def _parse_header(obj, fail) -> Header:
     unknown = set(obj) - _HEADER_FIELDS
     if unknown:
         fail(f"unknown header field {sorted(unknown)[0]!r}; known: {', '.join(sorted(_HEADER_FIELDS))}")
-    if obj["ccdiff_trace"] not in TRACE_VERSIONS or isinstance(obj["ccdiff_trace"], bool):
+    if obj["ccdiff_trace"] not in TRACE_VERSIONS or type(obj["ccdiff_trace"]) is not int:
         fail(f"unsupported trace version {json.dumps(obj['ccdiff_trace'])}; this ccdiff reads versions "
              f"{' and '.join(map(str, TRACE_VERSIONS))}")
     header = Header(version=obj["ccdiff_trace"])
@@ -504,10 +504,17 @@ def read_lines(lines: Iterable[str], source: str, causality: "_Causality"):
             continue
         try:
             obj = json.loads(text)
+            # A key given twice is JSON that means two things (json keeps the last): refused.
+            # Counting '":' is cheap; only a line where the count differs is parsed again.
+            if isinstance(obj, dict) and text.count('":') != len(obj):
+                json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             fail(f"not valid JSON ({exc.msg} at column {exc.colno})")
         except RecursionError:
             fail("not valid JSON (nested too deeply)")
+        except ValueError as exc:     # a number of thousands of digits, a duplicated key
+            fail("not valid JSON for a trace (" + ("a number of more than 4300 digits" if "digits" in str(exc)
+                                                    else str(exc)) + ")")
         if header is None:
             header = _parse_header(obj, fail)
             causality.start(header)
@@ -518,6 +525,15 @@ def read_lines(lines: Iterable[str], source: str, causality: "_Causality"):
         yield lineno, ev
     if header is None:
         raise TraceError(source, max(lineno, 1), "empty trace: expected a header line")
+
+
+def _unique_keys(pairs: list) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {json.dumps(twice)} is given twice")
+    return obj
 
 
 def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:

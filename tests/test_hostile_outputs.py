@@ -235,3 +235,22 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_a_trace_that_means_two_things_is_refused_at_its_line(tmp_path, capsys):
+    """A key given twice (json keeps the last), "ccdiff_trace": 1.0, a 5000-digit number
+    (it was `decoder.py:353: ValueError`)."""
+    header = DEATH_SPIRAL.read_text().splitlines()[0]
+    cases = {
+        '{"ccdiff_trace": 1, "ccdiff_trace": 2, "max_datagram_size": 1200}':
+            'x.jsonl:1: not valid JSON for a trace (the key "ccdiff_trace" is given twice)',
+        '{"ccdiff_trace": 1.0, "max_datagram_size": 1200}': "x.jsonl:1: unsupported trace version 1.0",
+        header + '\n{"t": ' + "9" * 5000 + ', "ev": "sent", "pn": 0, "bytes": 1200}':
+            "x.jsonl:2: not valid JSON for a trace (a number of more than 4300 digits)",
+        header + '\n{"t": 0, "ev": "sent", "pn": 0, "pn": 1, "bytes": 1200}':
+            'x.jsonl:2: not valid JSON for a trace (the key "pn" is given twice)',
+    }
+    for text, message in cases.items():
+        (tmp_path / "x.jsonl").write_text(text + "\n")
+        assert main(["validate", str(tmp_path / "x.jsonl")]) == 2
+        assert message in capsys.readouterr().err
