@@ -229,16 +229,21 @@ def merge_shards(folders: list, out_dir: str, check_builds: bool = True) -> Merg
     check_same_run(shards)
     check_complete(shards)
     run = shards[0].run
+    blamed = shards[0]                  # the shard whose records are being read: the one named
     try:
-        for shard in shards:
-            check_cases(shard, run["arguments"])
+        for blamed in shards:
+            check_cases(blamed, run["arguments"])
+        blamed = shards[0]              # the run's arguments and builds are the first shard's
         check_here(run, check_builds)
         arguments = run["arguments"]
         labels = [label for label, _ in run["stack_builds"]]
-        cases = [case for shard in sorted(shards, key=lambda s: s.index) for case in shard.cases]
+        cases = []
+        for blamed in sorted(shards, key=lambda s: s.index):
+            cases += blamed.cases
         summary = summarize(labels, arguments["scenarios"], arguments["seeds"], cases)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        _refuse(f"{shards[0].folder}/{MARKER}: not a shard record ({type(exc).__name__}: {exc})")
+        _refuse(f"{blamed.folder}/{MARKER} (or its summary.json): not a shard record "
+                f"({type(exc).__name__}: {exc})")
     from .shard import clear_marker
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     clear_marker(out_dir)          # OUT may have been a shard once: it is a merge now

@@ -42,5 +42,7 @@ def parse_spec(text: str) -> Spec:
             key, sep, value = item.partition("=")
             if not sep or not key or not value:
                 raise SetupError(f"bad option {item!r} in stack spec {text!r}: expected key=value")
+            if any(k == key.strip() for k, _ in options):   # which one would the stack take?
+                raise SetupError(f"option {key.strip()!r} given twice in stack spec {text!r}")
             options.append((key.strip(), value.strip()))
     return Spec(match["name"], match["version"], tuple(options))
