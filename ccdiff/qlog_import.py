@@ -35,6 +35,8 @@ dropped.  A log that lacks what a trace needs fails with the field's name.
 from __future__ import annotations
 
 import json
+import re
+import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
@@ -436,8 +438,9 @@ class Importer:
     # -- time
     def time_us(self, where: Where, ev: dict, fmt: dict) -> int:
         raw = ev.get("time")
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-            self.fail(where, f'"time" must be a number, got {json.dumps(raw)[:40]}')
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or \
+                abs(raw) > 1e18:         # NaN, Infinity and 1e400 parse as JSON numbers
+            self.fail(where, f'"time" must be a finite number, got {json.dumps(raw)[:40]}')
         scale = self.scale = 1 if fmt["time_units"] == "us" else 1000
         if fmt["time_format"] == "delta":
             self.clock += raw
@@ -995,12 +998,22 @@ class Importer:
         self.summary.lenient_reason = reason
 
 
+# What the import understands: qlog 0.x and the drafts' own names (a "9.9" would be a
+# format it has never seen, read as if it were 0.3).
+KNOWN_QLOG_VERSION = re.compile(r"^(0\.\d+(-draft-?\d+)?|draft-\d+|urn:ietf:params:qlog:.*)$")
+
+
 def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = False):
     """The import as a stream: yields ("header", Header) once, then ("event", (event,
     Where, logged)) for each trace event, logged being the stack's own metrics after it."""
     summary = summary if summary is not None else Summary()
     reader = read_records(path)
     fmt = next(reader)
+    version = fmt["qlog_version"]
+    if version is not None and not (isinstance(version, str) and KNOWN_QLOG_VERSION.match(version)):
+        raise QlogError(path, 1, f"qlog version {json.dumps(version)[:40]}: this import reads qlog 0.x "
+                                 "(qlog_version \"0.3\", \"0.4\", \"draft-NN\") and the current draft's "
+                                 "file_schema (urn:ietf:params:qlog:...)")
     if fmt["time_units"] not in ("ms", "us"):
         raise QlogError(path, None, f'configuration.time_units {fmt["time_units"]!r}: expected "ms" or "us"')
     out: list = []

@@ -254,3 +254,21 @@ def test_a_trace_that_means_two_things_is_refused_at_its_line(tmp_path, capsys):
         (tmp_path / "x.jsonl").write_text(text + "\n")
         assert main(["validate", str(tmp_path / "x.jsonl")]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_qlog_of_an_unknown_version_or_a_nan_time_is_refused_at_its_line(tmp_path, capsys):
+    head = '\x1e{"qlog_version": "%s", "traces": [{"vantage_point": {"type": "server"}}]}\n'
+    cases = {head % "9.9" + '\x1e{"time": 1, "name": "transport:packet_sent", "data": {}}\n':
+             'q.sqlog:1: qlog version "9.9": this import reads qlog 0.x',
+             head % "0.3" + '\x1e{"time": NaN, "name": "transport:packet_sent", "data": {}}\n':
+             'q.sqlog:2: event 1: "time" must be a finite number, got NaN'}
+    for text, message in cases.items():
+        (tmp_path / "q.sqlog").write_text(text)
+        assert main(["import", str(tmp_path / "q.sqlog"), "-o", str(tmp_path / "t.jsonl")]) == 2
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_a_stack_option_given_twice_is_refused(capsys):
+    assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle:idle=last-send,idle=none"]) == 2
+    assert "option 'idle' given twice in stack spec" in capsys.readouterr().err
