@@ -14,7 +14,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from .ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+from .ledger import ACKED, APP_DATA, APP_IDLE, LOST, PERSISTENT_CONGESTION, SENT
 from .mechanisms import Occurrence
 from .snapshot import CONGESTION_AVOIDANCE, RECOVERY
 
@@ -129,6 +129,20 @@ CATALOG = {inv.id: inv for inv in [
               "window SHOULD NOT be increased in either slow start or congestion avoidance.",
               "ACKs of packets sent while the application had nothing to send say nothing about the "
               "path's capacity at the current window.", True, "SHOULD", "RFC 9002 §7.8"),
+    Invariant("growth-without-ack", "Window grew on an event that acknowledged nothing",
+              "RFC 9002 §7.8, Appendix B.5; RFC 9438 §5.8",
+              "When this occurs, the congestion window SHOULD NOT be increased in either slow start or "
+              "congestion avoidance.",
+              "A send, a loss, a timer or the application's idle and restart carry no news that the path "
+              "can take more: RFC 9002 grows the window only in OnPacketsAcked (Appendix B.5), and a "
+              "window the sender leaves unfilled must not grow (§7.8). A restart after idle may keep or "
+              "lower the window (RFC 9002 §7.8's MAY, the restart window of RFC 5681 §4.1 is the "
+              "minimum of the initial window and cwnd), never raise it: a collapsed window raised "
+              "back to the initial one on the first send after a pause (or after an outage whose "
+              "probes went unanswered) sends a burst the path has not shown it can carry.",
+              True, "SHOULD", "RFC 9002 §7.8",
+              (("CUBIC does not increase its congestion window if a flow is application-limited.",
+                "RFC 9438 §5.8"),)),
     Invariant("idle-inflation", "Window grew faster right after an idle period than before it",
               "RFC 9438 §4.2, §5.8",
               "The elapsed time t in Figure 1 MUST NOT include periods during which cwnd has not been "
@@ -340,6 +354,8 @@ class SlowStartStretch:
     acks: int = 0
 
 
+_KIND_NAMES = {SENT: "send", LOST: "loss", PERSISTENT_CONGESTION: "persistent congestion",
+               APP_IDLE: "app idle", APP_DATA: "app data"}
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
 NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
 
@@ -598,6 +614,16 @@ class Checker:
             # cwnd_epoch is one of the windows around the event that computed K (judge_k).
             self.k_basis = None if after.k_us is None else \
                 {w for w in (after.cwnd, after.ssthresh, before.cwnd) if w is not None}
+        if kind != ACKED and cwnd > before.cwnd and not (
+                self.provisional_loss and kind in (LOST, PERSISTENT_CONGESTION)):
+            # RFC 9002 grows the window on acknowledgments only (OnPacketsAcked, Appendix
+            # B.5): a send, a loss, persistent congestion or an application event that raises
+            # it (aioquic 1.7.2's reset to the initial window on a send after 2 s) is not
+            # growth any ACK earned.  A provisional loss snapshot (ngtcp2) is not the stack's
+            # state yet: the ACK at the same instant is judged instead.
+            flag("growth-without-ack", index, t, f"cwnd {before.cwnd} -> {cwnd} on a {_KIND_NAMES.get(kind, kind)} "
+                 f"event, {ev.bytes_in_flight} bytes in flight before it",
+                 lambda: Occurrence("growth-without-ack", "no-ack", index, t, before, after, [(index, ev)]))
         if kind == ACKED and ev.spurious:
             # RFC 9438 §4.9: an undo restores the window from before the loss; growth
             # across it says nothing about W_cubic(t) after an idle period.

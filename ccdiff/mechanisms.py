@@ -722,33 +722,52 @@ class AioquicIdleReset(Mechanism):
     least K_CUBIC_MAX_IDLE_TIME = 2 s after last_ack -- the SEND time of the last packet
     on_packet_acked saw (cubic.py:72; the ACK's packets in ascending order,
     recovery.py:275-288) -- calls reset() (cubic.py:58-68): cwnd = 10 x mds, ssthresh None,
-    W_max = cwnd, K = 0.  Two seconds without an ACK while the sender keeps sending (an
-    outage, its PTO probes) is enough, so the window can drop to the initial one with no
-    congestion signal.  Explained only at a send that is 2 s or more (1 us of float rounding
-    allowed) after the last acknowledged packet's send time, leaving exactly that state.
+    W_max = cwnd, K = 0.  Upstream's intent is its comment, cubic.py:16: "reset the cwnd after
+    2 seconds of inactivity" (RFC 9002 §7.8 lets a sender update its window after
+    underutilization).  So only a reset after 2 s of real inactivity is explained: nothing in
+    flight at the send, and no send and no ACK for 2 s before it (1 us of float rounding
+    allowed), leaving exactly that state.  The same code also fires with bytes in flight (an
+    outage of 2 s and its PTO probes: a window of 462 kB cut to 12 kB with no congestion
+    signal) and after a pause under 2 s on a path with a long RTT (last_ack is a send time):
+    neither is inactivity, both stay violations -- aioquic's bug, not its intent.  A reset
+    that raises the window is growth-without-ack, which nothing here explains.
     """
     name = "aioquic-idle-reset"
     invariants = frozenset({"excess-reduction"})
-    rule = "src/aioquic/quic/congestion/cubic.py:58-72, 149-155 (aioquic 1.7.2)"
+    rule = "src/aioquic/quic/congestion/cubic.py:16, 58-72, 149-155 (aioquic 1.7.2)"
     families = ("cubic",)
     IDLE_US = 2_000_000
 
     def __init__(self, max_datagram_size: int):
         super().__init__(max_datagram_size)
-        self.last_ack_sent = None
+        self.last_ack_sent = None    # aioquic's last_ack: the send time of the last packet acked
+        self.last_activity = None    # the later of the last ACK's arrival and the last send
+        self.inactive = {}           # index of the latest send -> (nothing in flight, idle us)
 
     def observe(self, index: int, ev) -> None:
+        if ev.kind == SENT:
+            idle = None if self.last_activity is None else ev.t - self.last_activity
+            self.inactive = {index: (ev.bytes_in_flight == 0, idle)}
+            self.last_activity = ev.t
         if ev.kind == ACKED and ev.packets:
             self.last_ack_sent = max(ev.packets)[1]      # the largest newly acked pn's send time
+            self.last_activity = ev.t
 
     def explains(self, occ: Occurrence) -> bool:
         after = occ.after
         if occ.cause != "no-signal" or self.last_ack_sent is None:
             return False
-        sends = [ev.t for _, ev in occ.events if ev.kind == SENT]
         reset = (after.cwnd == 10 * self.mds and after.ssthresh is None and after.w_max == 10 * self.mds
                  and after.k_us == 0 and after.epoch_start_us is None)
-        return reset and any(t - self.last_ack_sent >= self.IDLE_US - 1 for t in sends)
+        if not reset:
+            return False
+        for index, ev in occ.events:
+            if ev.kind != SENT or ev.t - self.last_ack_sent < self.IDLE_US - 1:
+                continue                                   # not aioquic's rule at all
+            empty, idle = self.inactive.get(index, (False, None))
+            if empty and idle is not None and idle >= self.IDLE_US - 1:
+                return True                                # 2 s of real inactivity: its intent
+        return False
 
 
 class AioquicRenoFriendlySwitch(Mechanism):

@@ -570,3 +570,27 @@ def test_ngtcp2_grows_in_avoidance_with_no_epoch_after_persistent_congestion():
 def decode_trace(text: str):
     from ccdiff.trace import parse_trace_text
     return parse_trace_text(text, "sim")
+
+
+def test_growth_without_ack_flags_a_raise_on_any_event_but_an_ack():
+    """Issue #30: a send, a loss or an application event may keep or lower the window, never
+    raise it (RFC 9002 §7.8, Appendix B.5); ACK growth is the other invariants' business."""
+    def raise_on(kinds):
+        def perturb(index, ev, before, snap):
+            if before is not None and ev.kind in kinds:
+                return snap._replace(cwnd=before.cwnd + MDS)
+        return perturb
+
+    def lower_on_sends(index, ev, before, snap):
+        if before is not None and ev.kind == SENT:
+            return snap._replace(cwnd=max(2 * MDS, before.cwnd - 1))
+    flow = flow_after_one_loss()
+    assert "growth-without-ack" not in check(flow)
+    assert "growth-without-ack" in check(flow, raise_on({SENT}))
+    assert "growth-without-ack" in check(flow, raise_on({LOST}))
+    assert "growth-without-ack" not in check(flow, lower_on_sends)
+    found = {f.invariant: f for f in run_checker(flow, raise_on({SENT}))}
+    assert found["growth-without-ack"].detail.startswith("cwnd ") and " on a send event, " in \
+        found["growth-without-ack"].detail
+    # A provisional loss snapshot (ngtcp2) is not the stack's state: its ACK is judged instead.
+    assert "growth-without-ack" not in check(flow, raise_on({LOST}), provisional_loss=True)

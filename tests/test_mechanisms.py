@@ -549,3 +549,104 @@ def test_s2n_fast_convergence_compares_with_the_previous_unreduced_window():
     again = _w_max_occurrence(27_766, 23_601.0)                # persistent congestion zeroed W_last_max
     again.index = 9
     assert not mechanism.explains(again)
+
+
+# -- aioquic's 2 s reset: its intent (inactivity) explained, its bug (an outage) not (#30) --
+def _aioquic_trace(kind: str) -> str:
+    """A window grown to ~300 kB over six round trips, then: `outage`, 100 packets more in
+    flight and no ACK until a probe 2.5 s later; `idle`, those 100 acknowledged, then 2.1 s
+    of silence and a send; `raise`, persistent congestion (cwnd 2,400), then a send 3.1 s
+    after it with nothing in flight."""
+    header = {"ccdiff_trace": 1, "max_datagram_size": 1200, "name": f"aioquic-{kind}"}
+    if kind == "raise":
+        events = [{"t": 0, "ev": "sent", "pn": 0, "bytes": 1200}, {"t": 10000, "ev": "ack", "pns": [[0, 0]]},
+                  {"t": 20000, "ev": "sent", "pn": 1, "bytes": 1200},
+                  {"t": 400000, "ev": "sent", "pn": 2, "bytes": 1200},
+                  {"t": 800000, "ev": "lost", "pns": [1, 2]}, {"t": 800000, "ev": "persistent_congestion"},
+                  {"t": 3900000, "ev": "sent", "pn": 3, "bytes": 1200},
+                  {"t": 3910000, "ev": "ack", "pns": [[3, 3]]}]
+    else:
+        events, pn, t = [], 0, 0
+        for r in range(6):
+            for _ in range(2 ** (r + 2)):
+                events.append({"t": t, "ev": "sent", "pn": pn, "bytes": 1200})
+                pn += 1
+            t += 10000
+            events.append({"t": t, "ev": "ack", "pns": [[pn - 2 ** (r + 2), pn - 1]]})
+        for _ in range(100):
+            events.append({"t": t, "ev": "sent", "pn": pn, "bytes": 1200})
+            pn += 1
+        if kind == "idle":
+            t += 10000
+            events.append({"t": t, "ev": "ack", "pns": [[pn - 100, pn - 1]]})
+            events.append({"t": t + 2_100_000, "ev": "sent", "pn": pn, "bytes": 1200})
+        else:
+            events.append({"t": t + 2_500_000, "ev": "sent", "pn": pn, "bytes": 1200})
+    return "\n".join(json.dumps(x) for x in [header] + events) + "\n"
+
+
+def _aioquic_findings(tmp_path, kind):
+    ensure_built("aioquic")
+    trace = tmp_path / f"{kind}.jsonl"
+    trace.write_text(_aioquic_trace(kind))
+    out = tmp_path / f"{kind}.json"
+    code = main(["replay", str(trace), "--stack", "aioquic", "--json", str(out)])
+    return code, {f["invariant"]: f for f in json.loads(out.read_text())["findings"]}
+
+
+def test_aioquic_reset_with_bytes_in_flight_is_a_violation_not_its_idle_deviation(tmp_path):
+    """Issue #30: during an outage a probe reset 314 kB to 12 kB and ccdiff called it the
+    documented idle reset; the mechanism now checks the inactivity its upstream comment names."""
+    code, found = _aioquic_findings(tmp_path, "outage")
+    assert code == 1
+    assert found["excess-reduction"]["status"] == "violation"
+    assert "-> 12000 on no congestion signal" in found["excess-reduction"]["detail"]
+    code, found = _aioquic_findings(tmp_path, "idle")     # 2.1 s with nothing in flight: its intent
+    assert code == 0 and found["excess-reduction"]["status"] == "deviation"
+    assert "idle-reset-from-last-acked-send" in found["excess-reduction"]["detail"]
+
+
+def test_aioquic_raising_a_collapsed_window_on_a_send_is_growth_without_ack(tmp_path):
+    code, found = _aioquic_findings(tmp_path, "raise")
+    assert code == 1
+    assert found["growth-without-ack"]["status"] == "violation"
+    assert found["growth-without-ack"]["detail"] == "cwnd 2400 -> 12000 on a send event, 0 bytes in flight before it"
+
+
+def test_the_idle_reset_mechanism_refuses_each_missing_precondition():
+    """Every precondition it claims, one missing at a time: the reset state, 2 s after the
+    last acknowledged packet's send time, nothing in flight, 2 s without a send or an ACK."""
+    from ccdiff.ledger import Resolved
+    mds = 1200
+    mechanism = MECHANISMS["aioquic-idle-reset"](mds)
+
+    def event(kind, t, bif, packets=()):
+        return Resolved(kind, t, bif, bif, list(packets), (0, 0, 0, 0))
+    reset = snap(12000)._replace(w_max=12000.0, k_us=0, epoch_start_us=None)
+    before = snap(300000, 200000, phase="congestion_avoidance")
+
+    def judged(gap_us, in_flight, after=reset, acked_sent=0):
+        m = MECHANISMS["aioquic-idle-reset"](mds)
+        m.observe(0, event(SENT, 0, 0))
+        m.observe(1, event(ACKED, 10_000, 1200, [(0, acked_sent, 1200, 0)]))
+        send = event(SENT, 10_000 + gap_us, in_flight)
+        m.observe(2, send)
+        return m.explains(Occurrence("excess-reduction", "no-signal", 2, send.t, before, after, [(2, send)]))
+    assert judged(2_000_000, 0)                       # the intent: 2 s of inactivity
+    assert not judged(2_000_000, 120_000)             # bytes in flight: an outage
+    assert not judged(1_500_000, 0, acked_sent=-600_000)   # 2 s after the send time, 1.5 s idle
+    assert not judged(1_000_000, 0)                   # not aioquic's 2 s at all
+    assert not judged(2_000_000, 0, after=reset._replace(cwnd=24000))   # not the reset state
+    assert mechanism.name == "aioquic-idle-reset"
+
+
+def test_a_3_s_outage_flags_aioquic_in_closed_loop():
+    """scenarios/outage-3s.toml: the probe sent 2 s after the last acknowledged packet resets
+    aioquic's window with 100s of kB in flight (issue #30, item 4)."""
+    from ccdiff.sim import load_scenario, simulate
+    ensure_built("aioquic")
+    result = simulate(load_scenario("outage-3s"), "aioquic", 0)
+    assert result.status == "fail"
+    assert any(r.startswith("excess-reduction") and "-> 12000 on no congestion signal" in r for r in result.reasons), \
+        result.reasons
+    assert simulate(load_scenario("outage-3s"), "oracle", 0).status == "pass"
