@@ -65,12 +65,14 @@ CATALOG = {inv.id: inv for inv in [
               "A recovery period ends and the sender enters congestion avoidance when a packet sent "
               "during the recovery period is acknowledged.",
               "Packets sent after the last congestion signal keep being acknowledged, yet the window "
-              "does not grow at all while it sits at the minimum or less than two datagrams above it "
-              "(from the floor, slow start doubles the window and the Reno-friendly estimate of RFC 9438 "
-              "§4.3 adds about half a datagram per round trip, so a working controller leaves that band "
-              "within the 8 acknowledged packets the check waits for): the controller believes it is "
-              "still in recovery, or never credits the ACKs. This is the observable face of the death "
-              "spiral. Only packets sent while the window was full count (the bytes in flight left no "
+              "does not grow at all while it sits at the minimum or less than two datagrams above it, "
+              "for 20 smoothed round trips and at least 8 acknowledged packets: the controller believes "
+              "it is still in recovery, or never credits the ACKs. This is the observable face of the "
+              "death spiral (quiche 0.26.0: 775-786 round trips pinned on the death-spiral scenario). "
+              "From the floor slow start doubles the window and the Reno-friendly estimate of RFC 9438 "
+              "§4.3 adds about half a datagram per round trip; the slowest correct controller measured, "
+              "Linux's integer estimator with its HZ/32 recompute throttle, leaves the band within 6 "
+              "round trips (16-18 packets), so the check waits 20. Only packets sent while the window was full count (the bytes in flight left no "
               "room for one more datagram, RFC 9002 §7): a window the sender does not fill is "
               "underutilized (RFC 9002 §7.8), not stuck, and need not grow. In closed loop, when the path's bandwidth-delay product is itself below that band, "
               "a small window is the path's operating point and only a window exactly at the floor "
@@ -357,6 +359,13 @@ class SlowStartStretch:
 _KIND_NAMES = {SENT: "send", LOST: "loss", PERSISTENT_CONGESTION: "persistent congestion",
                APP_IDLE: "app idle", APP_DATA: "app data"}
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
+# ... over at least this many smoothed round trips while the window was full (issue #30):
+# the slowest correct controller measured, Linux's tcp_cubic (integer Reno-friendly
+# estimate that acts a whole segment ahead, the HZ/32 recompute throttle), needs up to
+# 6 round trips to leave the band (death-spiral, 10 seeds, 6.1 and 6.12); quiche 0.26.0's
+# death spiral stays pinned for 775-786 (seconds at 10 ms).  20 leaves Linux a margin of
+# 3x and the spiral one of 39x (docs/invariants.md, "stuck-at-minimum: calibration").
+STUCK_ROUND_TRIPS = 20
 NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
 
 
@@ -521,6 +530,8 @@ class Checker:
         self.findings: dict[str, Finding] = {}
         self.post_signal_acked = 0
         self.stuck_cwnd = None       # the window when the stuck-at-minimum count began
+        self.stuck_rtts = 0.0        # smoothed round trips spent pinned since then
+        self.stuck_last_t = 0        # the last counted ACK's time
         self.full_window_pn = -1     # the last packet sent with the window full (judge_step)
         self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
@@ -979,14 +990,24 @@ class Checker:
             self.post_signal_acked = 0
             self.stuck_cwnd = None
         else:
+            since = truth.last_signal_t
+            counted = sum(1 for p in ev.packets if not p[3] and p[0] <= self.full_window_pn
+                          and (since is None or p[1] > since))
             if self.post_signal_acked == 0:
                 self.stuck_cwnd = after.cwnd
-            since = truth.last_signal_t
-            self.post_signal_acked += sum(1 for p in ev.packets if not p[3] and p[0] <= self.full_window_pn
-                                          and (since is None or p[1] > since))
-            if self.post_signal_acked >= STUCK_PACKETS:
+                self.stuck_rtts = 0.0
+            self.post_signal_acked += counted
+            srtt = ev.rtt[1] if ev.rtt and ev.rtt[1] else None
+            if counted and srtt and before is not None and self.post_signal_acked > counted:
+                # Round trips spent pinned, counted ACK by ACK in the smoothed RTT of the
+                # moment (a path whose RTT changes is measured in its own round trips).
+                self.stuck_rtts += (t - self.stuck_last_t) / srtt
+            if counted:
+                self.stuck_last_t = t
+            if self.post_signal_acked >= STUCK_PACKETS and self.stuck_rtts >= STUCK_ROUND_TRIPS:
                 flag("stuck-at-minimum", index, t,
-                     f"cwnd stays at or near the minimum ({after.cwnd} bytes, floor {self.floor}) although {self.post_signal_acked} "
+                     f"cwnd stays at or near the minimum ({after.cwnd} bytes, floor {self.floor}) for "
+                     f"{self.stuck_rtts:.0f} round trips, although {self.post_signal_acked} "
                      f"packets sent after the last congestion signal (t={since}) were acknowledged")
         if self.time_based:
             eligible = 0 if truth.ack_in_recovery or truth.ack_app_limited else acked

@@ -303,10 +303,11 @@ def test_persistent_congestion_ignored():
     assert "persistent-congestion-ignored" in check(lossy_flow(), ignore)
 
 
-def flow_recovering_from_persistent_congestion(packets_per_round: int = 3) -> Flow:
+def flow_recovering_from_persistent_congestion(packets_per_round: int = 3, rounds: int = 30) -> Flow:
     """A persistent congestion a connection can declare (RFC 9002 §7.6.2: a prior RTT sample,
     two lost packets further apart than the duration, nothing between them acknowledged),
-    then six round trips; flow.collapse_t is when the window collapsed."""
+    then `rounds` round trips (30: 1.5 s at 50 ms, seconds pinned if the window does not
+    grow); flow.collapse_t is when the window collapsed."""
     flow = Flow()
     flow.round_trip(1, RTT)
     flow.wait(100)
@@ -317,7 +318,7 @@ def flow_recovering_from_persistent_congestion(packets_per_round: int = 3) -> Fl
     flow.lose(flight, persistent=True)
     flow.collapse_t = flow.now
     flow.wait(100)
-    for _ in range(6):
+    for _ in range(rounds):
         flow.round_trip(packets_per_round, RTT)
     return flow
 
@@ -327,6 +328,23 @@ def test_stuck_at_minimum():
     pin = lambda i, ev, b, s: with_cwnd(s, 2 * MDS) if ev.t > flow.collapse_t else None  # noqa: E731
     assert "stuck-at-minimum" in check(flow, pin)
     assert check(flow) == set()
+
+
+def test_stuck_is_judged_in_round_trips_not_a_packet_count():
+    """Issue #30: Linux's integer estimator holds the floor for up to 6 round trips (16-18
+    packets) and leaves it; the check allowed 8 packets and convicted it.  A window pinned for
+    12 round trips (36 packets) and then growing is not stuck; one pinned for the 1.5 s of 30
+    round trips is, at 2 or 3 datagrams alike (quiche 0.26.0: hundreds)."""
+    def pinned_for(flow, rounds, cwnd):
+        until = flow.collapse_t + rounds * RTT
+        return lambda i, ev, b, s: s._replace(cwnd=cwnd) if flow.collapse_t < ev.t <= until else s
+    slow = flow_recovering_from_persistent_congestion(rounds=30)
+    assert "stuck-at-minimum" not in check(slow, pinned_for(slow, 12, 2 * MDS))
+    for cwnd in (2 * MDS, 3 * MDS):
+        found = {f.invariant: f for f in run_checker(slow, pinned_for(slow, 30, cwnd))}
+        assert "stuck-at-minimum" in found
+        assert " for 20 round trips," in found["stuck-at-minimum"].detail or \
+            " for 21 round trips," in found["stuck-at-minimum"].detail
 
 
 def test_idle_inflation_only_for_time_based_family():
