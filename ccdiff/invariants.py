@@ -356,6 +356,7 @@ class SlowStartStretch:
     acks: int = 0
 
 
+LOSS_REVISED_US = 1_000      # a send this soon after a loss may show the loss reduced nothing
 _KIND_NAMES = {SENT: "send", LOST: "loss", PERSISTENT_CONGESTION: "persistent congestion",
                APP_IDLE: "app idle", APP_DATA: "app data"}
 STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the minimum
@@ -364,7 +365,7 @@ STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the 
 # estimate that acts a whole segment ahead, the HZ/32 recompute throttle), needs up to
 # 6 round trips to leave the band (death-spiral, 10 seeds, 6.1 and 6.12); quiche 0.26.0's
 # death spiral stays pinned for 775-786 (seconds at 10 ms).  20 leaves Linux a margin of
-# 3x and the spiral one of 39x (docs/invariants.md, "stuck-at-minimum: calibration").
+# 3x and the spiral one of 39x (docs/detection-power.md, "Verdicts, second round").
 STUCK_ROUND_TRIPS = 20
 NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
 
@@ -531,6 +532,7 @@ class Checker:
         self.post_signal_acked = 0
         self.stuck_cwnd = None       # the window when the stuck-at-minimum count began
         self.stuck_rtts = 0.0        # smoothed round trips spent pinned since then
+        self.last_loss = None        # (t, snapshot before it) of the latest loss (growth-without-ack)
         self.stuck_last_t = 0        # the last counted ACK's time
         self.full_window_pn = -1     # the last packet sent with the window full (judge_step)
         self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
@@ -625,7 +627,19 @@ class Checker:
             # cwnd_epoch is one of the windows around the event that computed K (judge_k).
             self.k_basis = None if after.k_us is None else \
                 {w for w in (after.cwnd, after.ssthresh, before.cwnd) if w is not None}
-        if kind != ACKED and cwnd > before.cwnd and not (
+        base = before.cwnd
+        revised = self.last_loss
+        if kind == SENT and revised is not None and t - revised[0] <= LOSS_REVISED_US:
+            # A loss the adapter reported before the stack had decided it (aioquic: a timer's
+            # loss that the probe sent at once shows to be a PTO, which reduces nothing,
+            # implementations/aioquic/adapter.py): the send may restore the window from before.
+            base = max(base, revised[1].cwnd)
+        if kind in (LOST, PERSISTENT_CONGESTION):
+            if self.last_loss is None or self.last_loss[0] != t:
+                self.last_loss = (t, before)
+        elif kind != SENT:
+            self.last_loss = None
+        if kind != ACKED and cwnd > base and not (
                 self.provisional_loss and kind in (LOST, PERSISTENT_CONGESTION)):
             # RFC 9002 grows the window on acknowledgments only (OnPacketsAcked, Appendix
             # B.5): a send, a loss, persistent congestion or an application event that raises

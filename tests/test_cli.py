@@ -86,7 +86,7 @@ def test_a_non_utf8_trace_names_its_line(tmp_path, capsys):
 # Labels as long as real ones (quiche-reno@0.26.0 is 18 characters): NAME=SPEC reports a real
 # oracle variant under a name, so these tests need no built stack.
 LONG_LABELS = ["oracle-idle-last-send=oracle:idle=last-send", "oracle-no-fastconv=oracle:fast_convergence=off"]
-ALL_SCENARIOS = ["ack-aggregation", "app-limited", "death-spiral", "high-bdp", "idle-restart",
+ALL_SCENARIOS = ["ack-aggregation", "app-limited", "death-spiral", "high-bdp", "idle-restart", "outage-3s",
                  "persistent-congestion", "real-aioquic-cubic-blackout", "reordering", "rtt-jitter",
                  "shallow-buffer", "tail-loss"]
 

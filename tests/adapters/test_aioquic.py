@@ -464,11 +464,24 @@ def outage_events():
             + sent(60 * MS, 10, size=1200) + sent(2060 * MS, 11, size=1200, mark="reset"))
 
 
-def test_idle_reset_in_an_outage_is_a_deviation_and_a_planted_window_is_not(monkeypatch):
+def inactive_events():
+    """The same, but pn 10 is acknowledged at 70 ms: the send of pn 11, 2.01 s later, comes
+    after 2 s of real inactivity, what cubic.py:16's comment says the reset is for."""
+    return (sent(0, *range(10), size=1200) + ack(50 * MS, range(10), mark="grown")
+            + sent(60 * MS, 10, size=1200) + ack(70 * MS, [10])
+            + sent(2080 * MS, 11, size=1200, mark="reset"))
+
+
+def test_idle_reset_in_an_outage_is_a_violation_after_inactivity_a_deviation(monkeypatch):
+    """Issue #30: the reset with a packet in flight (an outage) was filed as the documented
+    idle deviation; only a reset after 2 s of inactivity is upstream's intent."""
     s, findings = run(outage_events(), mds=1200, check=True)
     assert s["grown"].cwnd == 24000
     r = s["reset"]
     assert (r.cwnd, r.ssthresh, r.w_max, r.k_us, r.epoch_start_us) == (12000, None, 12000, 0, None)
+    assert findings_by_status(findings, "excess-reduction") == {"violation"}
+    s, findings = run(inactive_events(), mds=1200, check=True)
+    assert s["reset"].cwnd == 12000
     assert findings_by_status(findings, "excess-reduction") == {"deviation"}
     cubic = adapter_module()._upstream(str(resolve(SPEC).recipe.build_folder("1.7.2")))[0]
     real_reset = cubic.CubicCongestionControl.reset
@@ -477,7 +490,7 @@ def test_idle_reset_in_an_outage_is_a_deviation_and_a_planted_window_is_not(monk
         real_reset(self)
         self.congestion_window = 5 * self._max_datagram_size     # a reset to half the initial window
     monkeypatch.setattr(cubic.CubicCongestionControl, "reset", planted)
-    _, findings = run(outage_events(), mds=1200, check=True)
+    _, findings = run(inactive_events(), mds=1200, check=True)
     assert "violation" in findings_by_status(findings, "excess-reduction")
 
 
