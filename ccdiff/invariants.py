@@ -434,22 +434,58 @@ class Truth:
         self.undo_window = False
         self.ambiguous = False       # this event falls in that window
         self.last_sent_t = None
+        self.last_sent_pn = None
         self.pipe_emptied_t = None   # the ACK or loss that last took bytes in flight to zero
+        # RFC 9002 §7.3.2: recovery ends when "a packet sent during the recovery period" is
+        # acknowledged, and a loss of a packet sent after the start is a new congestion event.
+        # A packet sent in the same microsecond as the signal that started recovery, but after
+        # it, is one the clock cannot place: a stack that compares send times (quiche, aioquic:
+        # sent_time <= recovery start) calls it part of the period, one that compares packet
+        # numbers or the order of events calls it sent after.  Both read the RFC right, so the
+        # timeline keeps both readings: recovery_start by time, start_by_order as (time, the
+        # last packet sent before the signal).  Where they disagree on whether a loss starts a
+        # new period, neither verdict is given; an ACK is in recovery only if it is in both.
+        self.start_by_order = None
+        self.order_ambiguous = False  # this event's signal is new in one reading only
 
-    def _signal(self, now: int, sent_t: int) -> None:
+    def in_recovery(self, packet) -> bool:
+        """Sent at or before the recovery start in both readings (by time, by order)."""
+        return self._before_by_time(packet) and self._before_by_order(packet)
+
+    def _before_by_time(self, packet) -> bool:
+        return self.recovery_start is not None and packet[1] <= self.recovery_start
+
+    def _before_by_order(self, packet) -> bool:
+        start = self.start_by_order
+        if start is None:
+            return False
+        return packet[1] < start[0] or (packet[1] == start[0] and start[1] is not None and packet[0] <= start[1])
+
+    def _signal(self, now: int, packets) -> None:
+        latest = max(packets, key=lambda p: (p[1], p[0]))
         # A packet sent after every earlier signal is new for every stack, whatever
         # each did with its own recovery start: that closes an undo window.
-        clean = self.last_signal_t is None or sent_t > self.last_signal_t
+        clean = self.last_signal_t is None or latest[1] > self.last_signal_t
         self.signal = True
         self.last_signal_t = now
-        if self.recovery_start is None or sent_t > self.recovery_start:
-            self.new_event = True
+        new_by_time, new_by_order = not self._before_by_time(latest), not self._before_by_order(latest)
+        if new_by_time:
             self.recovery_start = now
+        if new_by_order:
+            self.start_by_order = (now, self.last_sent_pn)
+        if new_by_time and new_by_order:
+            self.new_event = True
+        elif new_by_time or new_by_order:
+            # Only the order of events within one microsecond makes it a new period: a stack
+            # that reduces here and one that does not both follow RFC 9002 §7.3.2 (a
+            # reduction deeper than beta follows neither: Checker.judge_either_reading).
+            self.ambiguous = self.order_ambiguous = True
+            return
         if self.undo_window and clean:
             self.undo_window = self.ambiguous = False
 
     def update(self, ev) -> None:
-        self.signal = self.new_event = False
+        self.signal = self.new_event = self.order_ambiguous = False
         self.idle_gap = 0
         kind, now = ev.kind, ev.t
         if kind == ACKED and ev.spurious:
@@ -459,23 +495,23 @@ class Truth:
             if ev.bytes_in_flight == 0 and self.last_sent_t is not None:
                 self.idle_gap = now - max(self.last_sent_t, self.pipe_emptied_t or 0)
             self.last_sent_t = now
+            self.last_sent_pn = ev.packets[-1][0] if ev.packets else self.last_sent_pn
             return
         if ev.bytes_in_flight > 0 and ev.bytes_in_flight_after == 0:
             self.pipe_emptied_t = now
         if kind == LOST:
-            self._signal(now, max(p[1] for p in ev.packets))
+            self._signal(now, ev.packets)
         elif kind == ACKED:
             if ev.ecn_ce and ev.packets and self.ecn:
-                self._signal(now, ev.packets[-1][1])
-            start = self.recovery_start
+                self._signal(now, ev.packets[-1:])
             packets = ev.packets
-            self.ack_in_recovery = bool(packets) and start is not None and all(p[1] <= start for p in packets)
-            outside = [p for p in packets if start is None or p[1] > start]
+            self.ack_in_recovery = bool(packets) and all(self.in_recovery(p) for p in packets)
+            outside = [p for p in packets if not self.in_recovery(p)]
             self.ack_app_limited = bool(outside) and all(p[3] for p in outside)
         elif kind == PERSISTENT_CONGESTION:
             self.signal = True
             self.last_signal_t = now
-            self.recovery_start = None   # RFC 9002 B.8
+            self.recovery_start = self.start_by_order = None   # RFC 9002 B.8
 
 
 def _rolled_back(before, after, reduced_from) -> bool:
@@ -679,6 +715,8 @@ class Checker:
             group["new"] |= truth.new_event
             group["late"] = group.get("late", False) or self.late_entry(truth)
             group["ambiguous"] |= truth.ambiguous
+            group["order"] = group.get("order", False) or truth.order_ambiguous
+            group["undo"] = group.get("undo", False) or truth.undo_window
             group["pc"] |= kind == PERSISTENT_CONGESTION
             if kind == PERSISTENT_CONGESTION:
                 group["collapsed"] = after
@@ -698,7 +736,8 @@ class Checker:
             # after a few losses): the window returns to where it was, not growth.
             return
         if truth.ambiguous:
-            pass
+            if truth.order_ambiguous and not truth.undo_window:
+                self.judge_either_reading(index, t, before, after, [(index, ev)])
         elif truth.new_event:            # an ECN-CE signal on an ACK
             self.judge_reduction(index, t, before, after, True, [(index, ev)])
         elif grew < 0 and self.late_entry(truth):   # an ECN-CE signal in a period the stack missed
@@ -723,6 +762,9 @@ class Checker:
 
     def close_loss_group(self) -> None:
         group, self.loss_group = self.loss_group, None
+        if group is not None and group["ambiguous"] and group.get("order") and not group.get("undo") \
+                and not group["pc"]:
+            self.judge_either_reading(group["index"], group["t"], group["before"], group["after"], group["events"])
         if group is None or group["ambiguous"] or group["pc"]:
             return   # persistent congestion has its own invariant
         new = group["new"]
@@ -730,6 +772,22 @@ class Checker:
             new = self.late_entered = True
         self.judge_reduction(group["index"], group["t"], group["before"], group["after"], new,
                              group["events"])
+
+    def judge_either_reading(self, index, t, before, after, events) -> None:
+        """A congestion signal that is a new period by packet order and not by send time, or
+        the reverse (Truth._signal): keeping the window and reducing it once by beta are
+        both right; a reduction deeper than beta is right in neither.  A reduction here is
+        the period's one for the late-entry rule."""
+        if after.cwnd >= before.cwnd:
+            return
+        self.late_entered = True
+        self.reduced_from = before.cwnd
+        if self.floor < after.cwnd < before.cwnd * self.beta - self.mds:
+            self.flag("excess-reduction", index, t,
+                      f"cwnd {before.cwnd} -> {after.cwnd}, below beta={self.beta} x cwnd (a signal that "
+                      "starts a new recovery period by packet order only: either reading allows one "
+                      "reduction by beta, neither a deeper one)",
+                      lambda: Occurrence("excess-reduction", "below-beta", index, t, before, after, list(events)))
 
     def judge_reduction(self, index, t, before, after, new_event: bool, events=()) -> None:
         """RFC 9002 §7.3.2 / RFC 9438 §4.6: one reduction per recovery period, by β.

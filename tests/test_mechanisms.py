@@ -650,3 +650,39 @@ def test_a_3_s_outage_flags_aioquic_in_closed_loop():
     assert any(r.startswith("excess-reduction") and "-> 12000 on no congestion signal" in r for r in result.reasons), \
         result.reasons
     assert simulate(load_scenario("outage-3s"), "oracle", 0).status == "pass"
+
+
+# -- recovery membership where the clock cannot tell (#30, item 8) ----------------------------
+def _same_microsecond_after_a_loss(second_loss: bool):
+    """pn 0..5 sent at 0; pn 1..5 acknowledged and pn 0 declared lost at 10 ms; pn 6, 7 sent
+    in that same microsecond, after the loss; then pn 6 acknowledged (or, second_loss, pn 6
+    lost on pn 7's ACK) at 20 ms."""
+    events = [sent(0, n) for n in range(6)] + [
+        dict(t=10_000, ev="ack", pns=[[1, 5]]), dict(t=10_000, ev="lost", pns=[0]), sent(10_000, 6), sent(10_000, 7)]
+    if second_loss:
+        events += [dict(t=20_000, ev="ack", pns=[7]), dict(t=20_000, ev="lost", pns=[6])]
+    else:
+        events += [dict(t=20_000, ev="ack", pns=[6])]
+    return events
+
+
+def test_packets_sent_in_the_microsecond_of_the_loss_are_judged_in_both_readings():
+    """RFC 9002 §7.3.2's "sent after the start of recovery", read by packet order (ngtcp2,
+    picoquic, a new C stack) or by send time (quiche, aioquic): for pn 6, sent in the loss's
+    own microsecond but after it, both are right.  Growth on its ACK is no growth in recovery;
+    its loss may or may not start a new period (one reduction either way, by beta); a
+    second reduction for it is still excess."""
+    profile = Profile(stack="s")
+    slow_start = [snap(12000)] * 6 + [snap(18000), snap(12600, 12600, 10_000, "recovery")] + [
+        snap(12600, 12600, 10_000, "recovery")] * 2
+    grown = checked(_same_microsecond_after_a_loss(False), slow_start + [snap(13800, 12600, 10_000)], profile)
+    assert "growth-in-recovery" not in grown                   # pn 6 ended recovery, by order
+    for reduced in (12600, 8820):                              # kept (by time) or reduced by beta (by order)
+        found = checked(_same_microsecond_after_a_loss(True),
+                        slow_start + [snap(12600, 12600, 10_000, "recovery"), snap(reduced, reduced, 20_000, "recovery")],
+                        profile)
+        assert "missing-reduction" not in found and "excess-reduction" not in found, found
+    found = checked(_same_microsecond_after_a_loss(True),
+                    slow_start + [snap(12600, 12600, 10_000, "recovery"), snap(4000, 4000, 20_000, "recovery")],
+                    profile)
+    assert "excess-reduction" in found                         # deeper than beta in any reading

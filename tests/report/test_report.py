@@ -215,7 +215,7 @@ def test_linux_report_says_where_linux_takes_reports(tmp_path, monkeypatch):
     fixed upstream shows no 'Where to report' (death_report covers that below).  No real
     Linux finding is left on the examples (issue #30 withdrew stuck-at-minimum's), so the
     documented recovery-until-high-seq deviation is taken out of Linux's profile for this
-    test: its growth-in-recovery on ecn-small-window becomes a finding to report."""
+    test: its missing-reduction on the death-spiral example becomes a finding to report."""
     import dataclasses
     from ccdiff import replay as replay_module
     from ccdiff.build import ensure_built
@@ -229,7 +229,7 @@ def test_linux_report_says_where_linux_takes_reports(tmp_path, monkeypatch):
                                                                if d["id"] != "recovery-until-high-seq"])
         return profile
     monkeypatch.setattr(replay_module, "load_profile", without_high_seq)
-    trace = ROOT / "examples" / "ecn-small-window.jsonl"
+    trace = ROOT / "examples" / "death-spiral.jsonl"
     findings, out = tmp_path / "f.json", tmp_path / "r"
     assert main(["replay", str(trace), "--stack", "linux@6.1", "--json", str(findings), "--report", str(out)]) == 1
     reports = [p.read_text() for p in (out / "findings").glob("*/finding.md")]
