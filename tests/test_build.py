@@ -123,3 +123,38 @@ def test_a_deb_unpacks_its_data_tar(tmp_path):
     empty.write_bytes(_ar([("debian-binary", b"2.0\n")]))
     with pytest.raises(SetupError, match="no data.tar"):
         unpack(empty, tmp_path / "src3")
+
+
+def test_a_failed_build_leaves_no_empty_build_folder(tmp_path, monkeypatch):
+    """Issue 32: failed builds left empty build/<stack>/<version>/ folders behind.  A build
+    that fails before build.sh runs (here: an archive whose sha256 is not the pinned one, a
+    --source that is not a folder) removes the folder it created; once build.sh ran, its
+    build.log stays, since the error names it; a folder that existed before is kept."""
+    import pytest
+
+    from ccdiff.build import build_spec, build_target
+    from ccdiff.errors import SetupError
+    stack, out = _home(tmp_path, monkeypatch)
+    out.rmdir()
+    archive = tmp_path / "tiny-1.0.tar.gz"
+    archive.write_bytes(archive.read_bytes() + b"\0")       # no longer what stack.toml pins
+    recipe = load_recipes()["tiny"]
+    with pytest.raises(SetupError, match="sha256 mismatch"):
+        build_target(recipe, "1.0")
+    assert not out.exists()
+    with pytest.raises(SetupError, match="not a folder"):
+        build_spec("tiny", source=tmp_path / "no-such-folder")
+    assert [p.name for p in (tmp_path / "build" / "tiny").iterdir() if not p.name.startswith(".")] == []
+    (stack / "build.sh").write_text("#!/bin/sh\necho compiler says no\nexit 3\n")
+    source = tmp_path / "checkout"
+    source.mkdir()
+    with pytest.raises(SetupError, match="exit 3") as failed:
+        build_spec("tiny", source=source)
+    kept = [p for p in (tmp_path / "build" / "tiny").iterdir() if not p.name.startswith(".")]
+    assert len(kept) == 1 and (kept[0] / "build.log").read_text() == "compiler says no\n"
+    assert str(kept[0] / "build.log") in str(failed.value)
+    out.mkdir()
+    (out / "mine").write_text("a file this build did not write")
+    with pytest.raises(SetupError, match="sha256 mismatch"):
+        build_target(recipe, "1.0", force=True)
+    assert (out / "mine").exists()
