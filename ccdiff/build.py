@@ -3,7 +3,8 @@
 Nothing upstream is committed: the archive comes from its registry at build
 time, is checked against the sha256 pinned in stack.toml, and is unpacked
 under build/ (git-ignored).  ``--source DIR`` builds a maintainer's checkout
-instead; it lands in build/<stack>/local-<hash>/ and is never modified.
+instead; it lands in build/<stack>/git-<sha>/ or local-<digest>/ (named by its content,
+_local_version) and is never modified.
 """
 from __future__ import annotations
 
