@@ -3,7 +3,8 @@
 Nothing upstream is committed: the archive comes from its registry at build
 time, is checked against the sha256 pinned in stack.toml, and is unpacked
 under build/ (git-ignored).  ``--source DIR`` builds a maintainer's checkout
-instead; it lands in build/<stack>/local-<hash>/ and is never modified.
+instead; it lands in build/<stack>/git-<sha>/ or local-<digest>/ (named by its content,
+_local_version) and is never modified.
 """
 from __future__ import annotations
 
@@ -203,19 +204,65 @@ def is_stale(recipe: StackRecipe, version: str) -> bool:
     return recipe.library(version).exists() and not _current(recipe, version)
 
 
-def _local_version(source: Path) -> str:
-    """git-<short sha>[-dirty] for a git checkout (what it is), else local-<hash of its path>."""
+def _git(folder: Path, *args: str) -> str | None:
+    """A git command's output in `folder`, stripped; None where git fails or is absent."""
     try:
-        sha = subprocess.run(["git", "-C", str(source), "rev-parse", "--short=10", "HEAD"],
-                             capture_output=True, text=True, timeout=30)
-        if sha.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,40}", sha.stdout.strip()):
-            status = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
-                                    capture_output=True, text=True, timeout=60)
-            dirty = status.returncode != 0 or bool(status.stdout.strip())
-            return f"git-{sha.stdout.strip()}" + ("-dirty" if dirty else "")
+        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        pass
-    return "local-" + hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:10]
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+# What a content hash leaves out: git's own store, and cargo's output folders, which the
+# Rust stacks' build.sh leaves out of the copy it builds (`tar --exclude=./.git
+# --exclude=./target`): every other file may be read by a build.
+_NOT_CONTENT = (".git", "target")
+
+
+def tree_digest(folder: Path) -> str:
+    """sha256 over a tree's files (relative path, executable bit, bytes; a symlink by its
+    target), in path order: two trees get one digest only when a build reads the same."""
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _NOT_CONTENT)
+        for name in sorted(files):
+            path = Path(root) / name
+            rel = path.relative_to(folder).as_posix().encode()
+            if path.is_symlink():
+                digest.update(b"l\0" + rel + b"\0" + os.readlink(path).encode() + b"\0")
+                continue
+            try:
+                executable = b"x" if os.access(path, os.X_OK) else b"f"
+                digest.update(executable + b"\0" + rel + b"\0" + str(path.stat().st_size).encode() + b"\0")
+                with open(path, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(block)
+            except OSError as exc:
+                raise SetupError(f"--source {folder}: cannot read {path}: {exc.strerror}") from None
+    return digest.hexdigest()
+
+
+def _local_version(source: Path) -> str:
+    """The name of a --source build, from what the tree is (issue 32):
+
+    git-<sha>                    a clean checkout at the top of its own repository (`git
+                                 status --porcelain` empty): the commit names its content;
+    git-<sha>-dirty-<digest>     the same checkout with changes: two edits of one commit
+                                 are two builds, not one that replaces the other;
+    local-<digest>               any other folder: not a git tree, or a folder *inside* an
+                                 enclosing repository, whose commit says nothing about
+                                 this folder (four copies of ngtcp2 in one repository were
+                                 all named after its commit, and each build replaced the last).
+
+    <digest> is tree_digest's first 12 hex digits."""
+    src = source.resolve()
+    top = _git(src, "rev-parse", "--show-toplevel")
+    if top and Path(top).resolve() == src:
+        sha = _git(src, "rev-parse", "--short=10", "HEAD")
+        status = _git(src, "status", "--porcelain")
+        if sha and re.fullmatch(r"[0-9a-f]{7,40}", sha) and status is not None:
+            return f"git-{sha}" if not status else f"git-{sha}-dirty-{tree_digest(src)[:12]}"
+    return "local-" + tree_digest(src)[:12]
 
 
 def is_checkout_version(version: str) -> bool:
@@ -237,8 +284,25 @@ def _build_lock(out: Path):
 def build_target(recipe: StackRecipe, version: str, source: Path | None = None,
                  sanitize: bool = False, force: bool = False) -> Path:
     """Build one version (or a local checkout); returns the library path."""
-    with _build_lock(recipe.build_folder(version)):
-        return _build_target(recipe, version, source, sanitize, force)
+    out = recipe.build_folder(version)
+    with _build_lock(out):
+        existed = out.exists()
+        try:
+            return _build_target(recipe, version, source, sanitize, force)
+        except BaseException:
+            if not existed:
+                _remove_failed(out)
+            raise
+
+
+def _remove_failed(out: Path) -> None:
+    """A build that failed before build.sh ran (no such release, a bad download, an archive
+    or a --source folder refused) leaves no folder behind: an empty build/<stack>/<version>/
+    looked like a build to whoever listed the folder.  Once build.sh ran, its build.log stays
+    (the error names it).  Only a folder this build created is removed."""
+    if (out / "build.log").exists():
+        return
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def _build_target(recipe: StackRecipe, version: str, source: Path | None, sanitize: bool, force: bool) -> Path:
@@ -352,6 +416,8 @@ def build_spec(text: str, source: Path | None = None, sanitize: bool = False, fo
     if target.kind == "oracle":
         return []
     if source is not None:
+        if not source.is_dir():
+            raise SetupError(f"--source {source}: not a folder")
         version = _local_version(source)
         return [build_target(target.recipe, version, source=source, sanitize=sanitize)]
     if target.spec.version is None and "@" not in text:

@@ -312,6 +312,7 @@ def _print_against_matrix(console, against: dict, n_traces: int) -> None:
 
 
 def cmd_stacks(args) -> int:
+    from rich.markup import escape
     from rich.table import Table
     from .stacks import available
     if args.waivers:
@@ -331,6 +332,11 @@ def cmd_stacks(args) -> int:
             "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
         if row["stale"] or not row["built"]:
             built += f"{row['stack']}@{row['version']})"
+        if row.get("source_gone"):      # a checkout build whose folder was deleted (issue 30)
+            gone = escape(row["source"] or "not recorded")
+            built += f"\n[yellow]local build; its source folder is gone[/] ({gone})"
+        elif row.get("source"):
+            built += f"\nlocal build of {escape(row['source'])}"
         note = row["note"] + (f"\n[cyan]{row['supports']}[/]" if row.get("supports") else "")
         table.add_row(row["stack"], row["version"] or "-", built, note)
     _console().print(table)
@@ -990,7 +996,8 @@ def _add_build(sub) -> None:
                               "ccdiff build quiche --source ~/src/quiche"])
     p.add_argument("specs", nargs="+", metavar="STACK[@VERSION]",
                    help="quiche (all pinned versions), quiche@0.26.0, or all")
-    p.add_argument("--source", metavar="DIR", help="build from this local source tree instead")
+    p.add_argument("--source", metavar="DIR", help="build from this local source tree instead (named by its "
+                   "content: STACK@git-<sha>[-dirty-<digest>] or STACK@local-<digest>; docs/versions.md)")
     p.add_argument("--sanitize", action="store_true", help="build with ASan+UBSan (C adapters)")
     p.add_argument("--force", action="store_true", help="rebuild even if built")
     p.set_defaults(func=cmd_build)

@@ -13,8 +13,8 @@ from .trace_stream import open_trace
 
 
 def default_specs() -> list:
-    """The oracles and every built default version (stack.toml's pins and checkout builds, here
-    or in a container), each with its Reno alias; releases built by name only when named."""
+    """The oracles and every built default version (stack.toml's pins, here or in a container),
+    each with its Reno alias; releases built by name and checkout builds only when named."""
     specs = []
     for row in available():
         if row["built"] and row.get("default", True):

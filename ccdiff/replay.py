@@ -201,10 +201,18 @@ def finding_dicts(result: ReplayResult) -> list:
         d = dict(f.to_dict(), reachability="lenient") if reachability == "lenient" else f.to_dict()
         run = result.runs.get(f.stack)
         if run is not None:       # the status line of ccdiff/status.py, the reports' first line
-            d["upstream_status"] = status_of(f.status, f.invariant, run.target.version, run.profile.known,
-                                             reachability, f.detail, run.profile.upstream).text
+            d["upstream_status"] = upstream_status(run, f, reachability).text
         out.append(d)
     return out
+
+
+def upstream_status(run: Run, finding, reachability: str):
+    """The status line of one finding of a run (ccdiff/status.py): the terminal, the JSON and
+    the reports (report/context.py) all ask here."""
+    recipe = run.target.recipe
+    return status_of(finding.status, finding.invariant, run.target.version, run.profile.known, reachability,
+                     finding.detail, run.profile.upstream, stack=recipe.name if recipe else "",
+                     release=recipe.default_version if recipe else "")
 
 
 class Divergence:

@@ -99,6 +99,21 @@ def print_findings(console, result) -> None:
                       style="red" if finding.status == "violation" else "yellow")
         print_wrapped(console, finding.detail, first=INDENT)
         print_wrapped(console, f"{inv.rfc}: {inv.title}", first=INDENT, style="dim")
+        local = _local_build_status(result, finding)
+        if local:
+            print_wrapped(console, local, first=INDENT, style="yellow")
+
+
+def _local_build_status(result, finding) -> str:
+    """A finding on a `build --source` build says so where it is read first (issue 30): it
+    is no bug report until the release it came from is compared (`--against`)."""
+    from .replay import upstream_status
+    from .trace import judge_reachability
+    run = result.runs.get(finding.stack)
+    if run is None or run.target.kind != "native":
+        return ""
+    status = upstream_status(run, finding, judge_reachability(result.trace).reachability)
+    return status.text if status.kind == "local" else ""
 
 
 def table_width(column_widths: list) -> int:

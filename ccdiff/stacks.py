@@ -256,10 +256,11 @@ def available() -> list[dict]:
             versions += sorted(p.name for p in folder.iterdir() if p.name.startswith(("local-", "git-"))
                                and (p / artifact).exists())     # a checkout build under way: not yet
         for version in versions:
-            # The default run (conform, matrix without --stack) takes the reviewed pins and
-            # checkout builds, built here or served by a container; other releases built by
-            # name (bisect) only when named, so `make run` stays the embedded default.
-            default = version in recipe.versions or version.startswith(("local-", "git-"))
+            # The default run (conform, matrix without --stack) takes the reviewed pins only,
+            # built here or served by a container; other releases built by name (bisect) and
+            # checkout builds (build --source) only when named: leftover builds of a deleted
+            # temp folder joined every default run silently (issue 30).
+            default = version in recipe.versions
             built = version in served if remote is not None else recipe.library(version).exists()
             stale = remote is None and not version.startswith(("local-", "git-")) and is_stale(recipe, version)
             supports = ""
@@ -267,8 +268,22 @@ def available() -> list[dict]:
                 from .probe import describe
                 supports = describe(features_of(recipe, version))
             names = [recipe.name] + sorted(recipe.aliases)
+            checkout = checkout_source(recipe, version) if remote is None else None
             for name in names:
-                rows.append({"stack": name, "version": version, "built": built, "stale": stale,
-                             "default": default, "supports": supports if name == recipe.name else "",
-                             "note": recipe.aliases.get(name, "") or ", ".join(recipe.options)})
+                row = {"stack": name, "version": version, "built": built, "stale": stale,
+                       "default": default, "supports": supports if name == recipe.name else "",
+                       "note": recipe.aliases.get(name, "") or ", ".join(recipe.options)}
+                if checkout is not None and name == recipe.name:     # an alias: the same build
+                    row.update(checkout)
+                rows.append(row)
     return rows
+
+
+def checkout_source(recipe: StackRecipe, version: str) -> dict | None:
+    """For a checkout build (build --source): {"source": the folder it was built from,
+    "source_gone": whether that folder is gone} (a build of a deleted temp folder can be
+    neither rebuilt nor compared with its tree); None for a release."""
+    if not version.startswith(("local-", "git-")):
+        return None
+    source = build_info(recipe, version).get("source", "")
+    return {"source": source, "source_gone": not (source and Path(source).is_dir())}

@@ -14,6 +14,11 @@ One line, first on every finding page and finding.md (issue 15):
   lenient trace only — not reachable as found
                                            the trace has events the stack's own loss
                                            detection would not produce (ccdiff/reach.py)
+  local build of S@V — compare with its release (`--against S@R`) before filing
+                                           a finding on a `build --source` build (named
+                                           git-<sha>… or local-<digest>): what a checkout
+                                           does is not what upstream released; only the
+                                           same finding on a release is a bug report (issue 30)
 
 Known upstream issues and fixes are data in each stack's profile.toml (`[[known]]`):
 `id`, `url`, `invariants` (the findings it covers), `condition` (in words), `affects`
@@ -34,11 +39,12 @@ UNCHECKED = "new here — upstream tracker not checked yet (check it before fili
 KNOWN = "known upstream"
 DEVIATION = "documented deviation — not a bug report"
 LENIENT = "lenient trace only — not reachable as found"
+LOCAL = "local build of {stack}@{version} — compare with its release (`--against {stack}@{release}`) before filing"
 
 
 @dataclass(frozen=True)
 class Status:
-    kind: str            # new, known, fixed, deviation, lenient
+    kind: str            # new, unchecked, known, fixed, deviation, consequence, lenient, local
     text: str            # the line shown to the reader
     url: str = ""        # the upstream issue or fix it rests on
     known_id: str = ""
@@ -49,6 +55,11 @@ class Status:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "text": self.text, "url": self.url, "known_id": self.known_id}
+
+
+def is_local_build(version: str) -> bool:
+    """A `build --source` build's name (ccdiff/build.py _local_version): no release behind it."""
+    return (version or "").startswith(("local-", "git-"))
 
 
 def version_key(version: str) -> tuple:
@@ -95,10 +106,12 @@ def followed(detail: str) -> list:
 
 
 def status_of(finding_status: str, invariant: str, version: str, known: list, reachability: str,
-              detail: str = "", checked: dict | None = None) -> Status:
+              detail: str = "", checked: dict | None = None, stack: str = "", release: str = "") -> Status:
     """One rule for replay, matrix, conform and the reports.  A trajectory divergence that
     follows a known bug's findings (profiles.judge) is that bug's footprint: same status.
-    checked: the profile's `[upstream]` record; without one, "new" is "unchecked"."""
+    checked: the profile's `[upstream]` record; without one, "new" is "unchecked".
+    stack, release: the stack's name and the release to compare a local build with (its
+    default pinned version), named in the local-build status."""
     follows = followed(detail) if invariant == "trajectory-divergence" else []
     covered = {invariant} | set(follows)
     if finding_status == "deviation":
@@ -115,6 +128,11 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
         # The footprint of the violations it follows (profiles.judge): their report shows it;
         # a report of its own would file one bug twice, with no RFC text of its own.
         return Status("consequence", CONSEQUENCE.format(", ".join(follows)))
+    if is_local_build(version):
+        # A checkout's code is not a release's: ccdiff cannot tell whether the finding is
+        # upstream's or the checkout's own change until the release is run beside it.
+        return Status("local", LOCAL.format(stack=stack or "STACK", version=version,
+                                            release=release or "RELEASE"))
     if not checked:
         return Status("unchecked", UNCHECKED)
     return Status("new", NEW)

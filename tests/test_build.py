@@ -7,6 +7,8 @@ import tarfile
 from ccdiff.build import ensure_built, is_stale, recipe_digest
 from ccdiff.stacks import load_recipes
 
+from .test_planted_bugs import pristine_source  # noqa: F401  (the pinned ngtcp2 tree, unpacked)
+
 BUILD_SH = """#!/bin/sh
 # $1: upstream source (unused here), $2: output folder
 cc -shared -fPIC -o "$2/libccdiff_adapter.so" "$(dirname "$0")/adapter.c"
@@ -123,3 +125,75 @@ def test_a_deb_unpacks_its_data_tar(tmp_path):
     empty.write_bytes(_ar([("debian-binary", b"2.0\n")]))
     with pytest.raises(SetupError, match="no data.tar"):
         unpack(empty, tmp_path / "src3")
+
+
+def test_a_failed_build_leaves_no_empty_build_folder(tmp_path, monkeypatch):
+    """Issue 32: failed builds left empty build/<stack>/<version>/ folders behind.  A build
+    that fails before build.sh runs (here: an archive whose sha256 is not the pinned one, a
+    --source that is not a folder) removes the folder it created; once build.sh ran, its
+    build.log stays, since the error names it; a folder that existed before is kept."""
+    import pytest
+
+    from ccdiff.build import build_spec, build_target
+    from ccdiff.errors import SetupError
+    stack, out = _home(tmp_path, monkeypatch)
+    out.rmdir()
+    archive = tmp_path / "tiny-1.0.tar.gz"
+    archive.write_bytes(archive.read_bytes() + b"\0")       # no longer what stack.toml pins
+    recipe = load_recipes()["tiny"]
+    with pytest.raises(SetupError, match="sha256 mismatch"):
+        build_target(recipe, "1.0")
+    assert not out.exists()
+    with pytest.raises(SetupError, match="not a folder"):
+        build_spec("tiny", source=tmp_path / "no-such-folder")
+    assert [p.name for p in (tmp_path / "build" / "tiny").iterdir() if not p.name.startswith(".")] == []
+    (stack / "build.sh").write_text("#!/bin/sh\necho compiler says no\nexit 3\n")
+    source = tmp_path / "checkout"
+    source.mkdir()
+    with pytest.raises(SetupError, match="exit 3") as failed:
+        build_spec("tiny", source=source)
+    kept = [p for p in (tmp_path / "build" / "tiny").iterdir() if not p.name.startswith(".")]
+    assert len(kept) == 1 and (kept[0] / "build.log").read_text() == "compiler says no\n"
+    assert str(kept[0] / "build.log") in str(failed.value)
+    out.mkdir()
+    (out / "mine").write_text("a file this build did not write")
+    with pytest.raises(SetupError, match="sha256 mismatch"):
+        build_target(recipe, "1.0", force=True)
+    assert (out / "mine").exists()
+
+
+def test_four_source_trees_in_one_repository_get_four_builds(pristine_source, tmp_path):  # noqa: F811
+    """Issue 32: four ngtcp2 trees inside one enclosing git repository all became
+    ngtcp2@git-<its sha>, and each build replaced the last.  Named by their content, they
+    build side by side: four names, four libraries, each recording its own tree."""
+    import json
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from .test_planted_bugs import CC, ccdiff
+    enclosing = tmp_path / "enclosing"
+    trees = [enclosing / f"tree-{n}" for n in range(4)]
+    for n, tree in enumerate(trees):
+        shutil.copytree(pristine_source, tree)
+        with open(tree / CC, "a") as fh:            # a different tree each: one comment apart
+            fh.write(f"/* tree {n} */\n")
+    git = ["git", "-C", str(enclosing), "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "four trees"]):
+        subprocess.run(git + args, check=True)
+    sha = subprocess.run(git + ["rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    build_dir = tmp_path / "build"
+    libraries = []
+    for tree in trees:
+        done = ccdiff("build", "ngtcp2", "--source", str(tree), build_dir=build_dir)
+        assert done.returncode == 0, done.stdout + done.stderr
+        libraries.append(Path(done.stdout.strip().splitlines()[-1]))
+    names = [library.parent.name for library in libraries]
+    assert len(set(names)) == 4 and all(re.fullmatch(r"local-[0-9a-f]{12}", name) for name in names), names
+    assert not any(sha in name for name in names)
+    for tree, library in zip(trees, libraries):
+        assert library.is_file()
+        assert json.loads((library.parent / "build-info.json").read_text())["source"] == str(tree.resolve())
+    assert sorted(p.name for p in (build_dir / "ngtcp2").iterdir() if not p.name.startswith(".")) == sorted(names)

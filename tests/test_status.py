@@ -176,3 +176,95 @@ def test_a_divergence_that_follows_an_unknown_violation_is_part_of_its_report_no
     alone = status_of("violation", "trajectory-divergence", "0.30.0", QUICHE_KNOWN, "strict", "x",
                       QUICHE_PROFILE.upstream)
     assert alone.kind == "new"
+
+
+# --- local builds (issue 30 item 9) --------------------------------------------------------------
+
+def test_a_local_build_is_never_new():
+    """A finding on a `build --source` build is not upstream's until its release shows it too:
+    "local build of ..." in place of new / not checked; known, fixed, deviation, lenient and
+    consequence keep their meaning."""
+    from ccdiff.status import LOCAL
+    checked = {"checked": "2026-01-01", "against": "master"}
+    for version in ("git-0123456789", "git-0123456789-dirty-0123456789ab", "local-0123456789ab"):
+        status = status_of("violation", "idle-inflation", version, QUICHE_KNOWN, "strict", "", checked,
+                           stack="quiche", release="0.30.0")
+        assert status.kind == "local" and not status.is_bug_report
+        assert status.text == LOCAL.format(stack="quiche", version=version, release="0.30.0")
+        assert status.text == (f"local build of quiche@{version} — compare with its release "
+                               "(`--against quiche@0.30.0`) before filing")
+        assert status_of("deviation", "idle-inflation", version, QUICHE_KNOWN, "strict",
+                         stack="quiche").text == DEVIATION
+        assert status_of("violation", "idle-inflation", version, QUICHE_KNOWN, "lenient",
+                         stack="quiche").text == LENIENT
+    assert status_of("violation", "idle-inflation", "0.30.0", QUICHE_KNOWN, "strict", "", checked,
+                     stack="quiche", release="0.30.0").text == NEW
+    everywhere = [{"id": "k", "url": "u", "invariants": ["idle-inflation"], "condition": "c", "affects": "all"}]
+    assert status_of("violation", "idle-inflation", "git-0123456789", everywhere, "strict", "", checked,
+                     stack="quiche").kind == "known"
+
+
+@pytest.fixture
+def checkout_builds(tmp_path, monkeypatch):
+    """A build folder with the pinned ngtcp2@1.25.0 and two checkout builds of the same
+    library: git-0123456789 (its source folder exists) and local-0123456789ab (built from a
+    temp folder deleted since).  Copies of the pinned build, so nothing is compiled."""
+    import shutil
+    pinned = resolve("ngtcp2@1.25.0").recipe.build_folder("1.25.0")
+    assert (pinned / "libccdiff_adapter.so").is_file(), "run: ccdiff build ngtcp2@1.25.0"
+    build = tmp_path / "build"
+    source = tmp_path / "checkout"
+    source.mkdir()
+    info = json.loads((pinned / "build-info.json").read_text())
+    for version, origin in (("1.25.0", None), ("git-0123456789", source), ("local-0123456789ab", tmp_path / "gone")):
+        folder = build / "ngtcp2" / version
+        folder.mkdir(parents=True)
+        shutil.copy(pinned / "libccdiff_adapter.so", folder)
+        own = dict(info, version=version)
+        if origin is not None:
+            own = {k: v for k, v in own.items() if k not in ("url", "sha256")}
+            own["source"] = str(origin)
+        (folder / "build-info.json").write_text(json.dumps(own))
+    monkeypatch.setenv("CCDIFF_BUILD_DIR", str(build))
+    return build
+
+
+def test_findings_on_a_local_build_say_so_in_json_report_and_terminal(checkout_builds, tmp_path, capsys):
+    """Same trace, same library: ngtcp2@1.25.0's idle-inflation is "new"; the checkout
+    build's is "local build of ..." in --json, in the report (no bug-report link) and on
+    the terminal."""
+    from ccdiff.status import LOCAL
+    doc, out = tmp_path / "f.json", tmp_path / "r"
+    assert main(["replay", str(ROOT / "examples" / "idle-restart.jsonl"), "--stack", "ngtcp2@1.25.0",
+                 "--stack", "ngtcp2@git-0123456789", "--json", str(doc), "--report", str(out)]) == 1
+    findings = json.loads(doc.read_text())["findings"]
+    status = {f["stack"]: f["upstream_status"] for f in findings if f["invariant"] == "idle-inflation"}
+    local = LOCAL.format(stack="ngtcp2", version="git-0123456789", release="1.25.0")
+    assert status == {"ngtcp2@1.25.0": NEW, "ngtcp2@git-0123456789": local}
+    assert all(f["upstream_status"] != NEW for f in findings if f["stack"] == "ngtcp2@git-0123456789")
+    md = next(out.glob("findings/*ngtcp2-git-0123456789--idle-inflation*/finding.md")).read_text()
+    assert md.startswith(f"**Status: {local}**") and "Where to report" not in md
+    assert "(bug report)" not in next(out.glob("findings/*ngtcp2-git-0123456789--idle-inflation*/index.html")).read_text()
+    terminal = " ".join(capsys.readouterr().out.split())
+    assert terminal.count("local build of ngtcp2@git-0123456789") == 1      # the violation; not the consequence
+    assert "(`--against ngtcp2@1.25.0`) before filing" in terminal
+
+
+def test_the_default_run_takes_pinned_releases_only_and_stacks_marks_a_gone_source(checkout_builds, capsys):
+    """Leftover checkout builds of a deleted temp folder joined every default run silently:
+    now a checkout joins when named, and `ccdiff stacks` says whose source folder is gone."""
+    from ccdiff.matrix import default_specs
+    from ccdiff.stacks import available
+    specs = default_specs()
+    assert "ngtcp2@1.25.0" in specs
+    assert not [s for s in specs if "git-" in s or "local-" in s], specs
+    rows = {r["version"]: r for r in available() if r["stack"] == "ngtcp2"}
+    assert rows["git-0123456789"]["built"] and not rows["git-0123456789"]["default"]
+    assert rows["git-0123456789"]["source_gone"] is False
+    assert rows["local-0123456789ab"]["source_gone"] is True
+    assert "source_gone" not in rows["1.25.0"]
+    assert main(["stacks"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert shown.count("source folder is gone") == 1
+    assert main(["replay", str(ROOT / "examples" / "idle-restart.jsonl"),
+                 "--stack", "ngtcp2@git-0123456789"]) == 1               # named: it runs

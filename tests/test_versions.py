@@ -5,6 +5,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -264,22 +265,57 @@ def test_options_are_checked_against_the_probed_code():
 
 # --- checkout names ------------------------------------------------------------------------------
 
-def test_a_git_checkout_is_named_by_its_commit_and_dirty_flag(tmp_path):
+def _commit_all(repo: Path) -> str:
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    if not (repo / ".git").exists():
+        subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-qm", "c"], check=True)
+    return subprocess.run(git + ["rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_git_checkout_is_named_by_its_commit_and_dirty_by_its_content(tmp_path):
     from ccdiff.build import _local_version
     repo = tmp_path / "repo"
     repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], check=True)
     (repo / "f").write_text("1")
-    subprocess.run(git + ["add", "f"], check=True)
-    subprocess.run(git + ["commit", "-qm", "c"], check=True)
-    sha = subprocess.run(git + ["rev-parse", "--short=10", "HEAD"], capture_output=True, text=True).stdout.strip()
+    sha = _commit_all(repo)
     assert _local_version(repo) == f"git-{sha}"
     (repo / "f").write_text("2")
-    assert _local_version(repo) == f"git-{sha}-dirty"
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    assert _local_version(plain).startswith("local-")
+    first = _local_version(repo)
+    assert re.fullmatch(f"git-{sha}-dirty-[0-9a-f]{{12}}", first)
+    assert _local_version(repo) == first                  # the same tree: the same name
+    (repo / "f").write_text("3")                          # another edit of the same commit
+    second = _local_version(repo)
+    assert second.startswith(f"git-{sha}-dirty-") and second != first
+    (repo / "f").write_text("1")
+    assert _local_version(repo) == f"git-{sha}"
+    (repo / "new.c").write_text("int x;")                 # untracked: a build would read it
+    assert _local_version(repo).startswith(f"git-{sha}-dirty-")
+
+
+def test_a_folder_that_is_not_a_git_top_level_is_named_by_its_content(tmp_path):
+    """Issue 32: folders inside an enclosing repository were named after its commit, so
+    different trees shared one name and each build replaced the last."""
+    from ccdiff.build import _local_version
+    plain, twin, other = tmp_path / "plain", tmp_path / "twin", tmp_path / "other"
+    for folder, text in ((plain, "a"), (twin, "a"), (other, "b")):
+        (folder / "lib").mkdir(parents=True)
+        (folder / "lib" / "cc.c").write_text(text)
+    assert re.fullmatch(r"local-[0-9a-f]{12}", _local_version(plain))
+    assert _local_version(plain) == _local_version(twin)      # by content, not by path
+    assert _local_version(plain) != _local_version(other)
+    enclosing = tmp_path / "enclosing"
+    enclosing.mkdir()
+    (enclosing / "README").write_text("x")
+    for name in ("one", "two"):
+        (enclosing / name / "lib").mkdir(parents=True)
+        (enclosing / name / "lib" / "cc.c").write_text(name)
+    sha = _commit_all(enclosing)
+    one, two = _local_version(enclosing / "one"), _local_version(enclosing / "two")
+    assert sha not in one and one.startswith("local-") and one != two
+    assert _local_version(enclosing) == f"git-{sha}"          # its own top level: the commit
 
 
 def test_registry_files_do_not_make_builds_stale(fake):

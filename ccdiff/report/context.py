@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..provenance import ccdiff_version, link_code, pin, report_to, tree_url
-from ..status import status_of
-from ..replay import REFERENCE
+from ..replay import REFERENCE, upstream_status
 from ..trace import event_to_dict
 
 WINDOW_EVENTS = 20      # trace lines shown either side of the violation in long traces
@@ -50,9 +49,7 @@ class FindingView:
     @property
     def status(self):
         """new / known upstream / fixed upstream in X / documented deviation / lenient only."""
-        return status_of(self.finding.status, self.finding.invariant, self.target.version,
-                         self.stack_run.profile.known, self.run.trace.reachability or "strict",
-                         self.finding.detail, self.stack_run.profile.upstream)
+        return upstream_status(self.stack_run, self.finding, self.run.trace.reachability or "strict")
 
     @property
     def oracle_run(self):
