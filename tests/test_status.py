@@ -250,7 +250,8 @@ def test_findings_on_a_local_build_say_so_in_json_report_and_terminal(checkout_b
     assert "(`--against ngtcp2@1.25.0`) before filing" in terminal
 
 
-def test_the_default_run_takes_pinned_releases_only_and_stacks_marks_a_gone_source(checkout_builds, capsys):
+def test_the_default_run_takes_pinned_releases_only_and_stacks_marks_a_gone_source(checkout_builds, capsys,
+                                                                                    monkeypatch):
     """Leftover checkout builds of a deleted temp folder joined every default run silently:
     now a checkout joins when named, and `ccdiff stacks` says whose source folder is gone."""
     from ccdiff.matrix import default_specs
@@ -263,6 +264,7 @@ def test_the_default_run_takes_pinned_releases_only_and_stacks_marks_a_gone_sour
     assert rows["git-0123456789"]["source_gone"] is False
     assert rows["local-0123456789ab"]["source_gone"] is True
     assert "source_gone" not in rows["1.25.0"]
+    monkeypatch.setenv("COLUMNS", "300")    # the phrase on one line, whatever the runner's console
     assert main(["stacks"]) == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert shown.count("source folder is gone") == 1
