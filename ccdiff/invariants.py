@@ -716,6 +716,7 @@ class Checker:
             group["late"] = group.get("late", False) or self.late_entry(truth)
             group["ambiguous"] |= truth.ambiguous
             group["order"] = group.get("order", False) or truth.order_ambiguous
+            group["start"] = truth.recovery_start
             group["undo"] = group.get("undo", False) or truth.undo_window
             group["pc"] |= kind == PERSISTENT_CONGESTION
             if kind == PERSISTENT_CONGESTION:
@@ -737,7 +738,7 @@ class Checker:
             return
         if truth.ambiguous:
             if truth.order_ambiguous and not truth.undo_window:
-                self.judge_either_reading(index, t, before, after, [(index, ev)])
+                self.judge_either_reading(index, t, before, after, [(index, ev)], truth.recovery_start)
         elif truth.new_event:            # an ECN-CE signal on an ACK
             self.judge_reduction(index, t, before, after, True, [(index, ev)])
         elif grew < 0 and self.late_entry(truth):   # an ECN-CE signal in a period the stack missed
@@ -764,7 +765,8 @@ class Checker:
         group, self.loss_group = self.loss_group, None
         if group is not None and group["ambiguous"] and group.get("order") and not group.get("undo") \
                 and not group["pc"]:
-            self.judge_either_reading(group["index"], group["t"], group["before"], group["after"], group["events"])
+            self.judge_either_reading(group["index"], group["t"], group["before"], group["after"], group["events"],
+                                      group["start"])
         if group is None or group["ambiguous"] or group["pc"]:
             return   # persistent congestion has its own invariant
         new = group["new"]
@@ -773,12 +775,17 @@ class Checker:
         self.judge_reduction(group["index"], group["t"], group["before"], group["after"], new,
                              group["events"])
 
-    def judge_either_reading(self, index, t, before, after, events) -> None:
+    def judge_either_reading(self, index, t, before, after, events, recovery_start) -> None:
         """A congestion signal that is a new period by packet order and not by send time, or
         the reverse (Truth._signal): keeping the window and reducing it once by beta are
         both right; a reduction deeper than beta is right in neither.  A reduction here is
-        the period's one for the late-entry rule."""
+        the period's one for the late-entry rule; keeping the window leaves the period
+        (recovery_start, the send-time reading's) to a later first reduction, judged by
+        depth as after a missing-reduction (late_entry)."""
         if after.cwnd >= before.cwnd:
+            if before.cwnd > self.floor:
+                self.missed_period = recovery_start
+                self.late_entered = False
             return
         self.late_entered = True
         self.reduced_from = before.cwnd

@@ -686,3 +686,16 @@ def test_packets_sent_in_the_microsecond_of_the_loss_are_judged_in_both_readings
                     slow_start + [snap(12600, 12600, 10_000, "recovery"), snap(4000, 4000, 20_000, "recovery")],
                     profile)
     assert "excess-reduction" in found                         # deeper than beta in any reading
+
+
+def test_a_period_only_one_reading_opens_leaves_a_later_first_reduction_judged_by_depth():
+    """`ccdiff sim real-aioquic-cubic-blackout --stack linux@6.1 --seed 9` (the fixture): pn 25,
+    sent in the microsecond of the loss at 39.1 ms but after it, is lost at 59.1 ms (a new
+    period by order only), pn 27 at 63.7 ms (by time only); Linux keeps its window for both
+    and reduces once, by beta, at 67.9 ms.  Judged by depth, as after a missed period: no
+    excess-reduction (the first version of the two readings convicted it)."""
+    from pathlib import Path
+    ensure_built("linux@6.1")
+    trace = load_trace(str(Path(__file__).parent / "fixtures" / "linux-same-microsecond-recovery.jsonl"))
+    result = replay(trace, ["linux@6.1"])
+    assert not [f for f in result.findings if f.status == "violation"], result.findings
