@@ -297,21 +297,9 @@ def test_mutation_without_tx_start_fails(tmp_path):
     test_idle_tx_start_shifts_epoch_by_time_since_last_send: its epoch stays at 20 ms.
     Built by build.sh from a copy of implementations/linux against the real build's
     extracted kernel tree."""
-    tree = build_dir() / "linux" / "6.12" / "work" / "kernel"
-    kernel = next(tree.glob("linux-source-*"), None) if tree.is_dir() else None
-    if kernel is None or shutil.which("gcc") is None:
+    library = build_without_tx_start(tmp_path)
+    if library is None:
         pytest.skip("needs the linux@6.12 build's extracted tree and gcc")
-    home = tmp_path / "home" / "implementations"
-    shutil.copytree(implementations_dir() / "include", home / "include")
-    shutil.copytree(implementations_dir() / "linux", home / "linux")
-    adapter = home / "linux" / "adapter.c"
-    src = adapter.read_text()
-    assert src.count(MUTATION[0]) == 1
-    adapter.write_text(src.replace(MUTATION[0], MUTATION[1]))
-    out = tmp_path / "out"
-    subprocess.run(["bash", str(home / "linux" / "build.sh"), str(kernel), str(out)], check=True,
-                   env=dict(os.environ, CCDIFF_INCLUDE=str(home / "include"), CCDIFF_STACK_VERSION="6.12"),
-                   capture_output=True, timeout=300)
     check = (
         "import json, sys\n"
         "from ccdiff.native import load_library\n"
@@ -325,7 +313,7 @@ def test_mutation_without_tx_start_fails(tmp_path):
         "ccdiff.build.ensure_built = lambda spec: None\n"
         "s, _ = t.run_events(t.idle_events(1_000_000), 'linux@6.12')\n"
         "print(json.dumps({'shift': s[-1].epoch_start_us - s[-2].epoch_start_us}))\n")
-    res = subprocess.run([sys.executable, "-c", check, str(out / "libccdiff_adapter.so"),
+    res = subprocess.run([sys.executable, "-c", check, str(library),
                           os.path.dirname(os.path.dirname(__file__))],
                          env=dict(os.environ, PYTHONPATH=str(implementations_dir().parent)),
                          capture_output=True, text=True, timeout=300)
@@ -336,6 +324,57 @@ def test_mutation_without_tx_start_fails(tmp_path):
     assert shift == 0
     with pytest.raises(AssertionError):
         assert shift == 252 * 4000
+
+
+def build_without_tx_start(tmp_path):
+    """The adapter with CA_EVENT_TX_START never delivered (MUTATION), built by build.sh from a
+    copy of implementations/linux against the real build's extracted kernel tree; None when that
+    tree or gcc is missing."""
+    tree = build_dir() / "linux" / "6.12" / "work" / "kernel"
+    kernel = next(tree.glob("linux-source-*"), None) if tree.is_dir() else None
+    if kernel is None or shutil.which("gcc") is None:
+        return None
+    home = tmp_path / "home" / "implementations"
+    shutil.copytree(implementations_dir() / "include", home / "include")
+    shutil.copytree(implementations_dir() / "linux", home / "linux")
+    adapter = home / "linux" / "adapter.c"
+    src = adapter.read_text()
+    assert src.count(MUTATION[0]) == 1
+    adapter.write_text(src.replace(MUTATION[0], MUTATION[1]))
+    out = tmp_path / "out"
+    subprocess.run(["bash", str(home / "linux" / "build.sh"), str(kernel), str(out)], check=True,
+                   env=dict(os.environ, CCDIFF_INCLUDE=str(home / "include"), CCDIFF_STACK_VERSION="6.12"),
+                   capture_output=True, timeout=300)
+    return out / "libccdiff_adapter.so"
+
+
+def test_tx_start_does_not_hold_the_window_on_death_spiral(tmp_path, monkeypatch):
+    """Linux's stay near the floor on death-spiral is not the idle hook's doing (issue #30): without
+    CA_EVENT_TX_START the epoch differs at some events (the hook does shift it by the time since
+    the last send), but every window, and so the closed-loop trace, is byte-identical.  At 2-3
+    segments the window is driven by the integer Reno-friendly estimate (tcp_cwnd, one whole
+    segment ahead before it caps cnt) and the HZ/32 recompute throttle; the integer cubic term
+    of a W_max of 2-3 segments adds nothing for about a second, wherever the epoch is
+    (bictcp_update, tcp_cubic.c:214-338).  Seed 3 is Linux's slowest (7 round trips, 70 ms)."""
+    from ccdiff import stacks
+    from ccdiff.replay import replay
+    from ccdiff.sim import load_scenario, simulate
+    ensure_built(SPEC)
+    library = build_without_tx_start(tmp_path)
+    if library is None:
+        pytest.skip("needs the linux@6.12 build's extracted tree and gcc")
+    scenario = load_scenario("death-spiral")
+    real = simulate(scenario, SPEC, 3)
+    original = stacks.StackRecipe.library
+    with monkeypatch.context() as patch:
+        patch.setattr(stacks.StackRecipe, "library",
+                      lambda self, v: library if self.name == "linux" else original(self, v))
+        mutant = simulate(scenario, SPEC, 3)
+        without = replay(real.trace, [SPEC], check=False).runs[SPEC].snapshots
+    with_hook = replay(real.trace, [SPEC], check=False).runs[SPEC].snapshots
+    assert mutant.trace_text() == real.trace_text()
+    assert [s.cwnd for s in without] == [s.cwnd for s in with_hook]
+    assert sum(a.epoch_start_us != b.epoch_start_us for a, b in zip(without, with_hook)) > 0
 
 
 def test_6_1_and_6_12_behave_the_same_on_the_examples():
