@@ -66,13 +66,13 @@ CATALOG = {inv.id: inv for inv in [
               "during the recovery period is acknowledged.",
               "Packets sent after the last congestion signal keep being acknowledged, yet the window "
               "does not grow at all while it sits at the minimum or less than two datagrams above it, "
-              "for 20 smoothed round trips and at least 8 acknowledged packets: the controller believes "
+              "for 20 smoothed round trips, 250 ms and at least 8 acknowledged packets: the controller believes "
               "it is still in recovery, or never credits the ACKs. This is the observable face of the "
               "death spiral (quiche 0.26.0: 775-786 round trips pinned on the death-spiral scenario). "
               "From the floor slow start doubles the window and the Reno-friendly estimate of RFC 9438 "
               "§4.3 adds about half a datagram per round trip; the slowest correct controller measured, "
               "Linux's integer estimator with its HZ/32 recompute throttle, leaves the band within 6 "
-              "round trips (16-18 packets), so the check waits 20. Only packets sent while the window was full count (the bytes in flight left no "
+              "round trips and 70 ms (16-18 packets), so the check waits 20 and 250 ms. Only packets sent while the window was full count (the bytes in flight left no "
               "room for one more datagram, RFC 9002 §7): a window the sender does not fill is "
               "underutilized (RFC 9002 §7.8), not stuck, and need not grow. In closed loop, when the path's bandwidth-delay product is itself below that band, "
               "a small window is the path's operating point and only a window exactly at the floor "
@@ -367,6 +367,9 @@ STUCK_PACKETS = 8        # post-signal packets acknowledged while pinned at the 
 # death spiral stays pinned for 775-786 (seconds at 10 ms).  20 leaves Linux a margin of
 # 3x and the spiral one of 39x (docs/detection-power.md, "Verdicts, second round").
 STUCK_ROUND_TRIPS = 20
+# ... and at least this long: on a path of a millisecond or less, Linux's recompute throttle
+# (HZ/32, in jiffies) spans many round trips; its worst stay measured is 70 ms, the spiral's 8 s.
+STUCK_MIN_US = 250_000
 NEAR_FLOOR_DATAGRAMS = 2  # "near the floor": less than this many datagrams above it
 
 
@@ -570,6 +573,7 @@ class Checker:
         self.stuck_rtts = 0.0        # smoothed round trips spent pinned since then
         self.last_loss = None        # (t, snapshot before it) of the latest loss (growth-without-ack)
         self.stuck_last_t = 0        # the last counted ACK's time
+        self.stuck_first_t = 0       # the first counted ACK's time
         self.full_window_pn = -1     # the last packet sent with the window full (judge_step)
         self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
@@ -1082,8 +1086,11 @@ class Checker:
                 # moment (a path whose RTT changes is measured in its own round trips).
                 self.stuck_rtts += (t - self.stuck_last_t) / srtt
             if counted:
+                if self.post_signal_acked == counted:
+                    self.stuck_first_t = t
                 self.stuck_last_t = t
-            if self.post_signal_acked >= STUCK_PACKETS and self.stuck_rtts >= STUCK_ROUND_TRIPS:
+            if self.post_signal_acked >= STUCK_PACKETS and self.stuck_rtts >= STUCK_ROUND_TRIPS \
+                    and t - self.stuck_first_t >= STUCK_MIN_US:
                 flag("stuck-at-minimum", index, t,
                      f"cwnd stays at or near the minimum ({after.cwnd} bytes, floor {self.floor}) for "
                      f"{self.stuck_rtts:.0f} round trips, although {self.post_signal_acked} "

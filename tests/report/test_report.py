@@ -84,7 +84,7 @@ def test_finding_md_is_a_complete_upstream_report(death_report):
     assert "Save the trace above as `death-spiral.jsonl`, then:" in md
     assert "ccdiff replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
     assert "docker compose run --rm replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
-    assert "`stuck-at-minimum` (violation, ×9)" in md
+    assert "`stuck-at-minimum` (violation, ×5)" in md
     # The reproducer is the whole trace, verbatim: paste it into a file and it replays.
     block = re.search(r"```jsonl\n(.*?)\n```", md, re.S).group(1)
     assert parse_trace_text(block).events == load_trace(str(DEATH_SPIRAL)).events
