@@ -117,6 +117,9 @@ def _earlier_files(root: Path, option: str) -> set | None:
             entries = [p.name for p in root.iterdir()]
         except OSError as exc:
             raise SetupError(f"{option} {root}: cannot read the folder: {exc.strerror or exc}") from None
+        legacy = _legacy_files(root)
+        if legacy is not None:
+            return legacy
         if entries:
             shown = ", ".join(sorted(entries)[:3]) + (" ..." if len(entries) > 3 else "")
             raise SetupError(f"{option} {root}: the folder is not empty ({shown}) and ccdiff did not "
@@ -134,6 +137,33 @@ def _earlier_files(root: Path, option: str) -> set | None:
             if isinstance(rel, str) and _safe_relative(rel):
                 files.add(rel)
     return files
+
+
+# Outputs of a ccdiff from before the manifest (a report, a conform folder): the files the
+# old code itself replaced on the next run, so an upgrade does not refuse the folder it
+# wrote last night.  Anything else in the folder stays the user's.
+_LEGACY = {
+    "ccdiff_report": (("index.html", "summary.json", "junit.xml"), ("findings", "plots", "qlog", "traces")),
+    "ccdiff-conform/1": (("summary.json", "junit.xml", "cases.jsonl", "index.html", "shard.json"),
+                         ("traces", "report")),
+}
+
+
+def _legacy_files(root: Path) -> set | None:
+    try:
+        head = (root / "summary.json").read_bytes()[:1 << 20]
+    except OSError:
+        return None
+    for marker, (files, folders) in _LEGACY.items():
+        if marker.encode() in head:
+            owned = {name for name in files if (root / name).is_file()}
+            for folder in folders:
+                base = root / folder
+                if base.is_dir() and not base.is_symlink():
+                    owned |= {p.relative_to(root).as_posix() for p in base.rglob("*")
+                              if p.is_file() or p.is_symlink()}
+            return owned
+    return None
 
 
 def _safe_relative(rel: str) -> bool:

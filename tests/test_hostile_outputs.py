@@ -272,3 +272,16 @@ def test_a_qlog_of_an_unknown_version_or_a_nan_time_is_refused_at_its_line(tmp_p
 def test_a_stack_option_given_twice_is_refused(capsys):
     assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle:idle=last-send,idle=none"]) == 2
     assert "option 'idle' given twice in stack spec" in capsys.readouterr().err
+
+
+def test_a_folder_an_older_ccdiff_wrote_is_taken_over_and_a_users_file_kept(tmp_path, capsys):
+    """Before the manifest: a report folder (summary.json says ccdiff_report) is replaced as
+    the old code did, without refusing the upgrade; a file of the user's beside it stays."""
+    report = tmp_path / "R"
+    assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle:idle=last-send", "--report", str(report)]) == 1
+    (report / MANIFEST).unlink()                   # as an older ccdiff left it
+    (report / "plots" / "stale.png").write_bytes(b"old")
+    (report / "notes.txt").write_text("mine")
+    assert main(["replay", str(DEATH_SPIRAL), "--stack", "oracle", "--report", str(report)]) == 0
+    assert not (report / "plots" / "stale.png").exists() and (report / "notes.txt").read_text() == "mine"
+    assert (report / MANIFEST).is_file()
