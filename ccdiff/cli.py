@@ -13,7 +13,7 @@ from pathlib import Path
 from . import __version__
 from .cli_help import HelpFormatter, Once, add_command
 from .errors import SetupError
-from .output import read_json_input, write_json, write_text_atomic
+from .output import atomic_file, read_json_input, write_json, write_text_atomic
 from .trace import TraceError, load_trace
 from .trace_stream import StreamedTrace, open_trace
 
@@ -39,10 +39,9 @@ docs: docs/trace-format.md, docs/invariants.md, docs/adapters.md
 
 def cmd_import(args) -> int:
     from .qlog_import import describe, import_qlog
-    if args.output:
-        buffer = _TraceFile(args.output)
-        with buffer:
-            summary = import_qlog(args.qlog, buffer.write, args.all_spaces)
+    if args.output:       # a failed import leaves no half trace (ccdiff/output.py's rule)
+        with atomic_file(args.output) as fh:
+            summary = import_qlog(args.qlog, lambda text: fh.write(text.encode("utf-8")), args.all_spaces)
     else:
         summary = import_qlog(args.qlog, sys.stdout.write, args.all_spaces)
     where = f" -> {args.output}" if args.output else ""
@@ -63,54 +62,6 @@ def cmd_import(args) -> int:
             load_scenario(args.scenario)          # what ccdiff sim / conform will read
         print(f"scenario: {args.scenario}  (ccdiff sim {args.scenario} --stack SPEC)", file=sys.stderr)
     return EXIT_OK
-
-
-class _TraceFile:
-    """Lines written to a temporary file beside the output, renamed into place only when
-    the import succeeds: a failed import leaves no half trace (ccdiff/output.py's rule)."""
-
-    def __init__(self, path: str):
-        self.path = Path(path)
-        self.fh = None
-        self.tmp = None
-
-    def __enter__(self):
-        import os
-        import tempfile
-        if self.path.exists() and not self.path.is_file():
-            try:
-                self.fh = open(self.path, "w", encoding="utf-8")
-            except OSError as exc:
-                raise SetupError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-            return self
-        try:
-            fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent or ".")
-        except OSError as exc:
-            raise SetupError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        self.fh = os.fdopen(fd, "w", encoding="utf-8")
-        return self
-
-    def write(self, text: str) -> None:
-        try:
-            self.fh.write(text)
-        except OSError as exc:
-            raise SetupError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-
-    def __exit__(self, kind, exc, tb):
-        import os
-        try:
-            self.fh.close()
-            if self.tmp is not None:
-                if kind is None:
-                    os.replace(self.tmp, self.path)
-                else:
-                    os.unlink(self.tmp)
-        except OSError as error:
-            if self.tmp is not None and os.path.exists(self.tmp):
-                os.unlink(self.tmp)
-            if kind is None:
-                raise SetupError(f"cannot write {self.path}: {error.strerror or error}") from None
-        return False
 
 
 def cmd_fidelity(args) -> int:
@@ -561,7 +512,7 @@ def cmd_conform(args) -> int:
 
 
 def _scenario_files(scenarios) -> list:
-    return [s.source for s in scenarios if getattr(s, "source", None)]
+    return [s.source for s in scenarios if s.source]
 
 
 def _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, compared) -> int:
@@ -611,9 +562,8 @@ def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, 
     Returns the exit code."""
     from .conform import exit_code, print_summary, write_outputs
     out = str(folder.root)
-    for case in summary["cases"]:        # this run's traces, written by its workers or merged
-        if case.get("trace"):
-            folder.adopt(case["trace"])
+    # This run's traces are already the folder's: run_conform adopts each as its worker
+    # writes it, merge's copy_traces claims each it copies.
     regressions = against = None
     if baseline is not None:
         from .conform import compare
@@ -669,12 +619,12 @@ def _print_against_conform(console, against: dict) -> None:
 
 def cmd_merge(args) -> int:
     from .merge import merge_shards
-    from .outdir import OutputFolder, check_output_folder
+    from .outdir import OutputFolder
     baseline = read_json_input(args.baseline, "baseline") if args.baseline else None
     if baseline is not None:   # refused before anything is written, as in conform
         from .conform import compare
         compare({"cases": [], "cells": []}, baseline, args.tolerance)
-    check_output_folder(args.out, "--out", inputs=[*args.shards, args.baseline])
+    # --out was checked against the shards before this (cli_paths.check_paths).
     merged = merge_shards(args.shards, args.out, check_builds=args.report)
     with OutputFolder(args.out, inputs=[*args.shards, args.baseline]) as folder:
         merged.copy_traces(folder)

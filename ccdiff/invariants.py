@@ -714,14 +714,15 @@ class Checker:
             # and leaves the stack in slow start: growth counts from the collapse.
             if group is None:
                 group = self.loss_group = {"t": t, "before": before, "new": False, "ambiguous": False,
-                                           "pc": False, "index": index, "events": []}
+                                           "order": False, "undo": False, "pc": False, "index": index,
+                                           "events": []}
             group["events"].append((index, ev))
             group["new"] |= truth.new_event
             group["late"] = group.get("late", False) or self.late_entry(truth)
             group["ambiguous"] |= truth.ambiguous
-            group["order"] = group.get("order", False) or truth.order_ambiguous
+            group["order"] |= truth.order_ambiguous
+            group["undo"] |= truth.undo_window
             group["start"] = truth.recovery_start
-            group["undo"] = group.get("undo", False) or truth.undo_window
             group["pc"] |= kind == PERSISTENT_CONGESTION
             if kind == PERSISTENT_CONGESTION:
                 group["collapsed"] = after
@@ -767,8 +768,7 @@ class Checker:
 
     def close_loss_group(self) -> None:
         group, self.loss_group = self.loss_group, None
-        if group is not None and group["ambiguous"] and group.get("order") and not group.get("undo") \
-                and not group["pc"]:
+        if group is not None and group["ambiguous"] and group["order"] and not group["undo"] and not group["pc"]:
             self.judge_either_reading(group["index"], group["t"], group["before"], group["after"], group["events"],
                                       group["start"])
         if group is None or group["ambiguous"] or group["pc"]:
@@ -793,11 +793,15 @@ class Checker:
             return
         self.late_entered = True
         self.reduced_from = before.cwnd
+        self.judge_below_beta(index, t, before, after, events,
+                              " (a signal that starts a new recovery period in one reading of RFC 9002 "
+                              "§7.3.2 only: either reading allows one reduction by beta, neither a deeper one)")
+
+    def judge_below_beta(self, index, t, before, after, events, why: str = "") -> None:
+        """excess-reduction: a reduction deeper than beta, to above the floor (RFC 9438 §4.6)."""
         if self.floor < after.cwnd < before.cwnd * self.beta - self.mds:
             self.flag("excess-reduction", index, t,
-                      f"cwnd {before.cwnd} -> {after.cwnd}, below beta={self.beta} x cwnd (a signal that "
-                      "starts a new recovery period by packet order only: either reading allows one "
-                      "reduction by beta, neither a deeper one)",
+                      f"cwnd {before.cwnd} -> {after.cwnd}, below beta={self.beta} x cwnd{why}",
                       lambda: Occurrence("excess-reduction", "below-beta", index, t, before, after, list(events)))
 
     def judge_reduction(self, index, t, before, after, new_event: bool, events=()) -> None:
@@ -821,10 +825,8 @@ class Checker:
                           f"new congestion event at t={t} (a packet sent after the previous recovery "
                           f"start was lost or CE-marked) but cwnd went {before.cwnd} -> {after.cwnd}",
                           occurrence("missing-reduction", "missing-reduction"))
-            elif grew < 0 and self.floor < after.cwnd < before.cwnd * self.beta - self.mds:
-                self.flag("excess-reduction", index, t,
-                          f"cwnd {before.cwnd} -> {after.cwnd}, below beta={self.beta} x cwnd",
-                          occurrence("excess-reduction", "below-beta"))
+            elif grew < 0:
+                self.judge_below_beta(index, t, before, after, events)
         elif grew < 0:
             self.flag("excess-reduction", index, t,
                       f"cwnd {before.cwnd} -> {after.cwnd} on a loss of a packet sent during the current "
@@ -1081,7 +1083,7 @@ class Checker:
                 self.stuck_rtts = 0.0
             self.post_signal_acked += counted
             srtt = ev.rtt[1] if ev.rtt and ev.rtt[1] else None
-            if counted and srtt and before is not None and self.post_signal_acked > counted:
+            if counted and srtt and self.post_signal_acked > counted:
                 # Round trips spent pinned, counted ACK by ACK in the smoothed RTT of the
                 # moment (a path whose RTT changes is measured in its own round trips).
                 self.stuck_rtts += (t - self.stuck_last_t) / srtt

@@ -181,7 +181,6 @@ class OutputFolder:
         self.root = Path(root)
         self.option = option
         self.inputs = list(inputs)
-        self.written: list = []
         self._written: set = set()
         self.earlier: set = set()
         self._lock_fd = None
@@ -248,7 +247,6 @@ class OutputFolder:
                 raise SetupError(f"{path}: its folder leads outside {self.root} (a symbolic link); "
                                  "nothing is written there")
             self._written.add(rel)
-            self.written.append(rel)
             try:
                 self._log.write(json.dumps(rel) + "\n")
                 self._log.flush()

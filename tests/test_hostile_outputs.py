@@ -166,6 +166,10 @@ def test_files_are_written_with_the_umask_mode(tmp_path):
              if p.is_file()}
     assert modes["f.json"] == modes["R/summary.json"] == modes["R/index.html"] == 0o640
     assert set(modes.values()) == {0o640}, modes
+    imported = tmp_path / "imported.jsonl"      # import -o had its own writer, at mkstemp's 0600
+    proc = _ccdiff("import", QLOG, "-o", imported, preexec_fn=lambda: os.umask(0o027))
+    assert proc.returncode == 0, proc.stderr
+    assert imported.stat().st_mode & 0o777 == 0o640
 
 
 # -- the smaller classes of the same audit --------------------------------------------------
