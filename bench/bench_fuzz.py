@@ -181,7 +181,11 @@ def floor_harness(engine: str) -> Path:
     out = fuzz_build_dir() / "tools" / "floor"
     src = [str(driver_dir() / "fz_empty.c"), "-I", str(include_dir()), "-I", str(driver_dir()), "-O2"]
     if engine == "afl":
-        return _build([program("afl-clang-fast"), str(driver_dir() / "fz_main.c"), *src], out / "floor-afl")
+        # With fz_counters.c compiled plainly, as in every AFL++ harness (nothing to fold here).
+        counters = _build([program("clang"), "-c", "-O2", str(driver_dir() / "fz_counters.c")],
+                          out / "fz_counters.o")
+        return _build([program("afl-clang-fast"), str(driver_dir() / "fz_main.c"), str(counters), *src],
+                      out / "floor-afl")
     home = honggfuzz_home()
     return _build([program("clang"), *src, "-Wl,--whole-archive", str(home / "libhfuzz/libhfuzz.a"),
                    "-Wl,--no-whole-archive", str(home / "libhfcommon/libhfcommon.a"), "-lpthread", "-ldl",

@@ -113,6 +113,7 @@ ATTEMPTS = [
                                                         "--seeds", "1", "--out", "{d}/out"],
             files={"s.toml": _scenario("..")}),
     Attempt("sim runs forever", "sim --timeout 0.05", ["sim", "death-spiral", "--timeout", "0.05"]),
+    Attempt("sim grows without end", "sim --memory-limit 1", ["sim", "death-spiral", "--memory-limit", "1"]),
     # wrong exit codes and silent acceptance
     Attempt("options that do nothing", "--timeout without --isolate",
             ["replay", str(TRACE), "--timeout", "5"]),

@@ -98,6 +98,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from planted_bugs import REPLAY, Failed, ccdiff, judge, pristine_tree  # noqa: E402
 
+from mutation_ops import AOR, LCR, OPERATORS, ROR, Mutant, int_replacements  # noqa: E402
+
 from ccdiff.baseline import split_by_baseline  # noqa: E402
 from ccdiff.fuzzing.triage import invariant_only_in_candidate  # noqa: E402
 
@@ -105,7 +107,7 @@ from ccdiff.fuzzing.triage import invariant_only_in_candidate  # noqa: E402
 STACK_FILES = {"ngtcp2": ("lib/ngtcp2_cc.c",), "picoquic": ("picoquic/cubic.c",),
                "linux": ("net/ipv4/tcp_cubic.c",), "aioquic": ("src/aioquic/quic/congestion/cubic.py",),
                "quiche": ("src/recovery/congestion/cubic.rs",), "quinn": ("src/congestion/cubic.rs",),
-               "s2n-quic": ("src/recovery/cubic.rs",)}
+               "s2n-quic": ("src/recovery/cubic.rs",), "msquic": ("src/core/cubic.c",)}
 # Linux's source is a tarball inside Debian's linux-source package; implementations/linux/build.sh
 # also takes a kernel tree holding these files, which source_tree extracts once per campaign.
 KERNEL_FILES = ("net/ipv4/tcp_cubic.c", "net/ipv4/tcp_cong.c", "include/net/tcp.h", "Makefile")
@@ -211,38 +213,6 @@ def _matching(tokens: list[Token], open_index: int, opening: str, closing: str) 
     raise ValueError(f"unbalanced {opening} at offset {tokens[open_index].start}")
 
 
-# ---------------------------------------------------------------- operators
-
-ROR = {"<": ("<=", ">="), "<=": ("<", ">"), ">": (">=", "<="), ">=": (">", "<"), "==": ("!=",), "!=": ("==",)}
-AOR = {"+": ("-",), "-": ("+",), "*": ("/",), "/": ("*",),
-       "+=": ("-=",), "-=": ("+=",), "*=": ("/=",), "/=": ("*=",)}
-LCR = {"&&": ("||",), "||": ("&&",)}
-OPERATORS = ("ror", "aor", "lcr", "icr", "neg")
-
-
-@dataclass(frozen=True)
-class Mutant:
-    file: str        # inside the stack's source tree
-    function: str    # the enclosing function ("" at file scope)
-    line: int
-    col: int
-    operator: str
-    start: int       # the replaced span of the file's text
-    end: int
-    old: str
-    new: str
-    kind: str = ""   # cargo-mutants' genre (FnValue, BinaryOperator, UnaryOperator); "" for C
-
-    @property
-    def id(self) -> str:
-        new = "!" if self.operator == "neg" else self.new or "delete"
-        return f"{Path(self.file).name}:{self.line}:{self.col}:{self.operator}:{new}"
-
-    def apply(self, text: str) -> str:
-        assert text[self.start:self.end] == self.old, f"{self.id}: the source is not the one mutated"
-        return text[:self.start] + self.new + text[self.end:]
-
-
 def _is_operand_end(token: Token) -> bool:
     """Can a binary operator follow this token? (an operand ends with it)"""
     return (token.kind in ("int", "float") or (token.kind == "ident" and token.text not in KEYWORDS)
@@ -275,26 +245,6 @@ def _is_array_size(tokens: list[Token], i: int) -> bool:
         or before_name.text == "*")
 
 
-def _int_value(text: str) -> tuple[int, str, str] | None:
-    """(value, suffix, base) of an integer literal; None for an octal one (left alone)."""
-    digits = text.rstrip("uUlL")
-    suffix = text[len(digits):]
-    if digits[:2].lower() == "0x":
-        return int(digits, 16), suffix, "hex"
-    if len(digits) > 1 and digits.startswith("0"):
-        return None
-    return int(digits), suffix, "dec"
-
-
-def _int_replacements(text: str) -> list[str]:
-    parsed = _int_value(text)
-    if parsed is None:
-        return []
-    value, suffix, base = parsed
-    values = [value + 1] + ([value - 1] if value > 0 else [])
-    return [(f"0x{v:x}" if base == "hex" else str(v)) + suffix for v in values]
-
-
 def token_sites(tokens: list[Token]) -> list[tuple[str, int, int, str, list[str]]]:
     """(operator, start, end, old text, [new texts]) for each mutable site, in file order."""
     sites = []
@@ -307,7 +257,7 @@ def token_sites(tokens: list[Token]) -> list[tuple[str, int, int, str, list[str]
                 _is_multiplication(tokens, i) if tok.text == "*" else _is_binary(tokens, i))):
             sites.append(("aor", tok.start, tok.end, tok.text, list(AOR[tok.text])))
         elif tok.kind == "int" and not _is_array_size(tokens, i):
-            news = _int_replacements(tok.text)
+            news = int_replacements(tok.text)
             if news:
                 sites.append(("icr", tok.start, tok.end, tok.text, news))
         elif tok.text == "if" and i + 1 < len(tokens) and tokens[i + 1].text == "(":

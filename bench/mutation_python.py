@@ -1,4 +1,4 @@
-"""The C operator set of bench/mutation.py, for a Python controller (aioquic's cubic.py).
+"""The C operator set (bench/mutation_ops.py) for a Python controller (aioquic's cubic.py).
 
 Sites come from Python's own tokenizer (comments and strings are never mutated); the
 enclosing function is the innermost `def` (a method's bare name, as `--functions` takes it):
@@ -20,8 +20,8 @@ import io
 import keyword
 import tokenize
 
-from mutation import AOR, ROR, Mutant   # the same tables as the C set
-from mutation import _int_replacements as _c_int_replacements
+from mutation_ops import AOR, ROR, Mutant   # the same tables as the C set
+from mutation_ops import int_replacements as _c_int_replacements
 
 PY_AOR = {**AOR, "**": ("*",)}
 PY_LCR = {"and": ("or",), "or": ("and",)}

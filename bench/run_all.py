@@ -18,6 +18,10 @@ Parts (each the function of its own script, imported, not copied):
   memory     bench_memory.measure: peak RSS of `ccdiff validate`, `replay --stack
              oracle` and `matrix` (every built stack) on generated traces of 1 M
              and 10 M events (goal: each < 500 MB)
+  connection bench_connection.measure: each stack's own connection (--mode connection) on
+             death-spiral-loopback, --seeds of them, one core: passes (quiche 0.26.0's
+             spiral beside the fix), runs per CPU second and the ratio of simulated to
+             wall time, and to Cloudflare's real-time form (goal: >= 50x); --quick: aioquic
 
 --quick is a smoke form of about a minute (tiny streams, one fuzz stack, one
 second per engine, one seed): it proves every part runs, its figures mean
@@ -46,11 +50,12 @@ sys.path.insert(0, str(HERE))
 
 import bench_adapters  # noqa: E402
 import bench_conform   # noqa: E402
+import bench_connection  # noqa: E402
 import bench_fuzz      # noqa: E402
 import bench_memory    # noqa: E402
 import bench_oracle    # noqa: E402
 
-PARTS = ("oracle", "adapters", "fuzz", "ttf", "conform", "memory")
+PARTS = ("oracle", "adapters", "fuzz", "ttf", "conform", "connection", "memory")
 CLOUDFLARE_S_PER_RUN = 10   # their real-time death-spiral test: one 10 MB download, ~10 s per run
 
 
@@ -59,11 +64,13 @@ def settings(args) -> dict:
     if args.quick:
         return {"oracle_events": 20_000, "adapter_rows": bench_adapters.ROWS[1:], "adapter_events": 20_000,
                 "python_events": 2_000, "reps": 1, "fuzz_stacks": ["quiche@0.26.0"], "fuzz_seconds": 1,
-                "runs": 1, "cap": 120, "seeds": 1, "report": False, "memory_events": [20_000]}
+                "runs": 1, "cap": 120, "seeds": 1, "report": False, "memory_events": [20_000],
+                "connection_seeds": 1, "connection_stacks": ["aioquic"]}
     return {"oracle_events": 1_000_000, "adapter_rows": bench_adapters.ROWS, "adapter_events": 1_000_000,
             "python_events": 100_000, "reps": 10, "fuzz_stacks": bench_fuzz.SPEED_STACKS,
             "fuzz_seconds": args.fuzz_seconds, "runs": args.runs, "cap": args.cap, "seeds": args.seeds,
-            "report": True, "memory_events": [1_000_000, 10_000_000]}
+            "report": True, "memory_events": [1_000_000, 10_000_000], "connection_seeds": args.seeds,
+            "connection_stacks": list(bench_connection.DEFAULT_STACKS)}
 
 
 def run_oracle(s: dict) -> tuple:
@@ -146,8 +153,20 @@ def run_memory(s: dict) -> tuple:
     return rows, results
 
 
+def run_connection(s: dict) -> tuple:
+    results = [bench_connection.measure(stack, bench_connection.DEFAULT_SCENARIO, s["connection_seeds"])
+               for stack in s["connection_stacks"]]
+    goal = 50
+    rows = [(f"connection mode, {r['stack']}'s own client and server, {r['scenario']} x {r['runs']} seeds, "
+             f"one core", f"{r['runs_per_cpu_s']:.2f} runs/CPU-s ({r['passed']}/{r['runs']} passed, "
+             f"{r['wall_s']:.1f} s wall)", f"simulated {r['simulated_s']:,.0f} s = {r['realtime_ratio']:.1f}x real "
+             f"time; Cloudflare's real-time form (~{CLOUDFLARE_S_PER_RUN} s/run): {r['cloudflare_ratio']:.1f}x "
+             f"(goal >= {goal}x: {'met' if r['cloudflare_ratio'] >= goal else 'NOT met'})") for r in results]
+    return rows, results
+
+
 RUNNERS = {"oracle": run_oracle, "adapters": run_adapters, "fuzz": run_fuzz, "ttf": run_ttf,
-           "conform": run_conform, "memory": run_memory}
+           "conform": run_conform, "connection": run_connection, "memory": run_memory}
 
 
 def machine() -> dict:

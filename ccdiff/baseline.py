@@ -12,7 +12,12 @@ the baseline build does not do on the same inputs:
   invariant on ANY seed of that scenario.  A patch that changes a trajectory reshuffles the
   loop, and an existing defect moves from one seed to another: such a violation is listed as
   `reshuffled` (on a seed where the baseline did not have it, but the baseline has it on
-  another), never as new.
+  another), never as new.  And the candidate's own failing trace is replayed through the
+  baseline build (issue #30 item 10): a changed trajectory brings pristine behaviour into
+  view on inputs the baseline's own loop never made, so a violation the baseline also shows
+  on that very trace is `shared`, never new;
+- both: a trajectory divergence that follows a violation the baseline shares on the same
+  trace (at or before the divergence) is that violation's consequence, never new.
 
 bench/mutation.py judges its mutants by the same rule (its judge_conform, which also compares
 the runs' metrics): "killed only when a finding that the pristine build does not have, on the
@@ -52,19 +57,36 @@ def _violations(findings: list) -> set:
 
 
 def new_in_matrix(matrix: dict, compared: list) -> dict:
-    """{candidate: {"baseline", "new": [finding], "differs": [{trace, event, line}]}} from
-    run_matrix's output (its findings carry their trace; first_difference from replay)."""
+    """{candidate: {"baseline", "new": [finding], "consequences": [finding], "differs": [{trace,
+    event, line}]}} from run_matrix's output (its findings carry their trace; first_difference
+    from replay)."""
     by_trace: dict = {}
     for f in matrix["findings"]:
         if f["status"] == "violation":
             by_trace.setdefault((f["stack"], f["trace"]), set()).add(f["invariant"])
     out = {}
     for candidate, baseline in compared:
-        new = [f for f in matrix["findings"] if f["stack"] == candidate and f["status"] == "violation"
-               and f["invariant"] not in by_trace.get((baseline, f["trace"]), set())]
+        new, consequences = [], []
+        mine = [f for f in matrix["findings"] if f["stack"] == candidate and f["status"] == "violation"]
+        for f in mine:
+            shared = by_trace.get((baseline, f["trace"]), set())
+            if f["invariant"] in shared:
+                continue
+            same_trace = [g for g in mine if g["trace"] == f["trace"]]
+            (consequences if follows_shared(f, same_trace, shared) else new).append(f)
         differs = [dict(d) for d in matrix.get("differences", []) if d["stack"] == candidate]
-        out[candidate] = {"baseline": baseline, "new": new, "differs": differs}
+        out[candidate] = {"baseline": baseline, "new": new, "consequences": consequences, "differs": differs}
     return out
+
+
+def follows_shared(finding: dict, same_trace: list, shared: set) -> str | None:
+    """The shared violation a trajectory divergence follows (one of the candidate's violations
+    on the same trace, at or before it, that the baseline has too), or None."""
+    if finding["invariant"] != "trajectory-divergence":
+        return None
+    earlier = sorted((g["event_index"], g["invariant"]) for g in same_trace if g["invariant"] in shared
+                     and g["invariant"] != "trajectory-divergence" and g["event_index"] <= finding["event_index"])
+    return f"{earlier[0][1]} at event {earlier[0][0]}" if earlier else None
 
 
 def split_by_baseline(candidate: dict, baseline: dict) -> tuple[list, list]:
@@ -83,24 +105,61 @@ def split_by_baseline(candidate: dict, baseline: dict) -> tuple[list, list]:
     return new, reshuffled
 
 
-def new_in_conform(cases: list, compared: list) -> dict:
-    """{candidate: {"baseline", "new": [...], "reshuffled": [...]}}, each item
-    {scenario, seed, invariant, detail}, sorted."""
+def new_in_conform(cases: list, compared: list, root=None) -> dict:
+    """{candidate: {"baseline", "new": [...], "reshuffled": [...], "shared": [...]}}, each item
+    {scenario, seed, invariant, detail}, sorted; a shared one also says `why`.  root: the run's
+    folder, where the candidate's failing traces are (None, or a case without a kept trace:
+    a new violation stays new, unjudged on its own input)."""
     out = {}
     for candidate, baseline in compared:
         runs: dict = {candidate: {}, baseline: {}}
-        details = {}
+        details, candidate_cases = {}, {}
         for case in cases:
             if case["stack"] in runs:
                 runs[case["stack"]][(case["scenario"], case["seed"])] = _violations(case.get("findings", []))
             if case["stack"] == candidate:
+                candidate_cases[(case["scenario"], case["seed"])] = case
                 details.update({(case["scenario"], case["seed"], f["invariant"]): f.get("detail", "")
                                 for f in case.get("findings", []) if f["status"] == "violation"})
         new, reshuffled = split_by_baseline(runs[candidate], runs[baseline])
-        as_items = lambda keys: [{"scenario": k[0], "seed": k[1], "invariant": k[2], "detail": details[k]}  # noqa: E731
-                                 for k in keys]
-        out[candidate] = {"baseline": baseline, "new": as_items(new), "reshuffled": as_items(reshuffled)}
+        as_item = lambda k: {"scenario": k[0], "seed": k[1], "invariant": k[2], "detail": details[k]}  # noqa: E731
+        still_new, shared = [], []
+        replayed: dict = {}     # trace path -> the baseline's violations there: one replay per trace
+        for key in new:
+            why = _on_same_input(candidate_cases[key[:2]], key[2], baseline, root, replayed)
+            if why:
+                shared.append(dict(as_item(key), why=why))
+            else:
+                still_new.append(as_item(key))
+        out[candidate] = {"baseline": baseline, "new": still_new, "reshuffled": [as_item(k) for k in reshuffled],
+                          "shared": shared}
     return out
+
+
+def _on_same_input(case: dict, invariant: str, baseline: str, root, replayed: dict) -> str | None:
+    """Why the candidate's violation of `invariant` in `case` is not new on its own trace: the
+    baseline build, replaying that trace, violates it too, or the violation is a divergence
+    following one the baseline shares there.  None when it is new (or no trace was kept)."""
+    if root is None or not case.get("trace"):
+        return None
+    from pathlib import Path
+    from .replay import replay
+    from .trace import load_trace
+    path = Path(root) / case["trace"]
+    if not path.is_file() or path.name.endswith(".connection.jsonl"):
+        return None                     # a connection's record is not a trace to replay
+    if path not in replayed:
+        first: dict = {}                # invariant -> the baseline's first violation of it there
+        for f in sorted(replay(load_trace(str(path)), [baseline]).violations, key=lambda f: f.event_index):
+            first.setdefault(f.invariant, f.event_index)
+        replayed[path] = first
+    theirs = replayed[path]
+    if invariant in theirs:
+        return f"{baseline} violates it on this very trace too (event {theirs[invariant]})"
+    mine = [f for f in case.get("findings", []) if f["status"] == "violation" and "event_index" in f]
+    finding = next((f for f in mine if f["invariant"] == invariant), None)
+    cause = finding and follows_shared(finding, mine, set(theirs))
+    return f"it follows {cause}, which {baseline} shares on this trace" if cause else None
 
 
 def any_new(result: dict) -> bool:

@@ -162,14 +162,14 @@ class Judge:
         return f"{self.stack}@{version}" + (f":{self.options}" if self.options else "")
 
     def __call__(self, version: str) -> str:
-        from .build import build_target, _current
+        from .build import build_target, is_current
         from .stacks import load_recipes
         self.step += 1
         recipe = load_recipes()[self.stack]
         started = time.monotonic()
         record = {"version": version}
         try:
-            if _current(recipe, version):
+            if is_current(recipe, version):
                 self.reused.append(version)
                 record["build"] = "reused"
             else:

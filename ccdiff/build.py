@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .errors import SetupError
 from .paths import build_dir, implementations_dir
-from .stacks import StackRecipe, Target, load_recipes, resolve
+from .recipes import StackRecipe, Target, load_recipes, resolve
 
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -166,7 +166,7 @@ def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
 def recipe_digest(recipe: StackRecipe) -> str | None:
     """A hash of what a stack's build is made from besides upstream: its folder (adapter,
     build.sh, patches, locks; not profile.toml, provenance.toml, registry.toml or releases.lock,
-    which no build reads) and the adapter ABI
+    which no build reads, nor connection/, the connection shim's own build) and the adapter ABI
     header.  A build made from other files is stale and is rebuilt: after a `git pull` or an
     edit to an adapter, nothing runs yesterday's library.  None where the recipe's sources
     are not present (a runtime image holds only the built libraries)."""
@@ -175,7 +175,7 @@ def recipe_digest(recipe: StackRecipe) -> str | None:
     root = implementations_dir()
     files = sorted(p for p in recipe.folder.rglob("*") if p.is_file()
                    and p.name not in ("profile.toml", "provenance.toml", "registry.toml", "releases.lock")
-                   and not any(part.startswith(".") or part == "target"
+                   and not any(part.startswith(".") or part in ("target", "connection")
                                for part in p.relative_to(recipe.folder).parts))
     files.append(root / "include" / "ccdiff_adapter.h")
     digest = hashlib.sha256()
@@ -192,16 +192,42 @@ def _build_info(recipe: StackRecipe, version: str) -> dict:
         return {}
 
 
-def _current(recipe: StackRecipe, version: str) -> bool:
-    """The last build exists and was made from the recipe's present sources."""
+def build_state(recipe: StackRecipe, version: str) -> str:
+    """"missing" (no library), "stale" (built from adapter sources that have changed since),
+    "modified" (the library is not the file the build wrote: truncated, overwritten, replaced)
+    or "current".  A build records its library's sha256; one made before it did is not checked."""
+    library = recipe.library(version)
+    if not library.exists():
+        return "missing"
+    info = _build_info(recipe, version)
     digest = recipe_digest(recipe)
-    return recipe.library(version).exists() and \
-        (digest is None or _build_info(recipe, version).get("recipe") == digest)
+    if digest is not None and info.get("recipe") != digest:
+        return "stale"
+    if info.get("library_sha256") not in (None, sha256_of(library)):
+        return "modified"
+    return "current"
+
+
+def is_current(recipe: StackRecipe, version: str) -> bool:
+    return build_state(recipe, version) == "current"
 
 
 def is_stale(recipe: StackRecipe, version: str) -> bool:
-    """Built, but from adapter sources that have changed since (rebuild it)."""
-    return recipe.library(version).exists() and not _current(recipe, version)
+    """Built, but not usable as it is: stale or modified (rebuild it)."""
+    return build_state(recipe, version) in ("stale", "modified")
+
+
+def unusable_build(recipe: StackRecipe, version: str) -> str | None:
+    """Why a built library may not be run, with the command that fixes it; None when it may."""
+    state = build_state(recipe, version)
+    fix = f"run: ccdiff build {recipe.name}@{version}"
+    if state == "stale":
+        return (f"{recipe.name}@{version} was built from an older adapter "
+                f"(implementations/{recipe.name}/ changed since); {fix}")
+    if state == "modified":
+        return (f"{recipe.name}@{version}: {recipe.library(version)} is not the library its build wrote "
+                f"(its sha256 differs from build-info.json's); {fix}")
+    return None
 
 
 def _git(folder: Path, *args: str) -> str | None:
@@ -309,7 +335,7 @@ def _build_target(recipe: StackRecipe, version: str, source: Path | None, saniti
     out = recipe.build_folder(version)
     library = recipe.library(version)
     info_path = out / "build-info.json"
-    if not force and source is None and _current(recipe, version) \
+    if not force and source is None and is_current(recipe, version) \
             and _build_info(recipe, version).get("sanitize", False) == sanitize:
         return library
     started = time.monotonic()
@@ -352,6 +378,7 @@ def _build_target(recipe: StackRecipe, version: str, source: Path | None, saniti
                          f"full log: {log_path}\n" + "\n".join(tail))
     from .probe import probe
     info = dict(origin, stack=recipe.name, version=version, sanitize=sanitize, recipe=recipe_digest(recipe),
+                library_sha256=sha256_of(library) if library.is_file() else None,
                 seconds=round(time.monotonic() - started, 1), features=probe(recipe.name, src),
                 vcs=_vcs_info(src))
     info_path.write_text(json.dumps(info, indent=2) + "\n")
@@ -431,6 +458,6 @@ def ensure_built(spec: str | Target) -> None:
     if target.kind != "native" or is_checkout_version(target.version):
         return                                      # a local checkout is built by `build --source`
     recipe = target.recipe
-    if not _current(recipe, target.version):      # a sanitizer build stays a sanitizer build
+    if not is_current(recipe, target.version):      # a sanitizer build stays a sanitizer build
         sanitize = bool(_build_info(recipe, target.version).get("sanitize", False))
         build_target(recipe, target.version, sanitize=sanitize, force=True)

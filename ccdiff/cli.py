@@ -7,11 +7,10 @@ import json
 import math
 import re
 import sys
-import threading
 from pathlib import Path
 
 from . import __version__
-from .cli_help import HelpFormatter, Once, add_command
+from .cli_help import HelpFormatter, Once, add_command, add_qlog_option
 from .errors import SetupError
 from .output import atomic_file, read_json_input, write_json, write_text_atomic
 from .trace import TraceError, load_trace
@@ -101,11 +100,21 @@ def cmd_validate(args) -> int:
             else:
                 print(f"{path}: ok, scenario {_printable(scenario.name)}")
             continue
+        from .qlog_import import QlogTrace, looks_like_qlog
+        qlog = looks_like_qlog(path)
         try:
-            trace = StreamedTrace(path)   # any length, bounded memory
+            # a qlog is validated as the trace its import gives (#34: it read "the first line
+            # must be the header" before, a ccdiff trace's rule)
+            trace = QlogTrace(path) if qlog else StreamedTrace(path)   # any length, bounded memory
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
+            continue
+        if qlog:
+            print(f"{path}: ok, a qlog: imported as {trace.n_events} events, max_datagram_size "
+                  f"{trace.header.max_datagram_size}, {trace.reachability}"
+                  + (f" ({trace.lenient_reason})" if trace.lenient_reason else "")
+                  + f" (ccdiff import {path} -o FILE writes the trace)")
             continue
         reach = trace.reachability + (f" ({trace.lenient_reason})" if trace.lenient_reason else "")
         print(f"{path}: ok, {trace.n_events} events, max_datagram_size {trace.header.max_datagram_size}, "
@@ -153,17 +162,6 @@ def _isolation(args):
         return contextlib.nullcontext()
     from .isolation import isolated
     return isolated(args.timeout if args.timeout is not None else ISOLATION_TIMEOUT_S)
-
-
-# The qlog schema choices, without importing the report package (Jinja2, matplotlib) to parse.
-QLOG_SCHEMAS = ("0.3", "draft")
-QLOG_SCHEMA_HELP = ("qlog the report writes: 0.3 (default) is qlog 0.3 JSON-SEQ with transport:/recovery: "
-                    "event names, which qvis's congestion graph plots; draft uses the current qlog "
-                    "draft's quic: names and file_schema header (docs/reports.md)")
-
-
-def _add_qlog_option(p) -> None:
-    p.add_argument("--qlog-schema", choices=QLOG_SCHEMAS, default="0.3", help=QLOG_SCHEMA_HELP)
 
 
 ISOLATION_TIMEOUT_S = 60.0
@@ -224,7 +222,7 @@ def _against_specs(stacks: list | None, baseline: str, add_controls=None) -> tup
     with_controls, whose Reno aliases of both builds are compared too (matrix compares
     them when they are named)."""
     from .baseline import pairs
-    from .conform import split_label
+    from .labels import split_label
     from .stacks import resolve
 
     def label(spec: str) -> str:    # conform's `label=SPEC` form names the run LABEL
@@ -260,6 +258,9 @@ def _print_against_matrix(console, against: dict, n_traces: int) -> None:
         for f in r["new"]:
             print_wrapped(console, f"  new {f['invariant']} on {f['trace']} at event {f['event_index']}: "
                                    f"{f['detail']}", style="red")
+        for f in r.get("consequences", ()):
+            print_wrapped(console, f"  not new: {f['invariant']} on {f['trace']} at event {f['event_index']} "
+                                   f"follows a violation {r['baseline']} shares there")
 
 
 def cmd_stacks(args) -> int:
@@ -280,8 +281,9 @@ def cmd_stacks(args) -> int:
     table.add_column("options / alias for", overflow="fold")   # option lists are long words
     for row in rows:
         built = "[yellow]stale[/] (adapter changed; ccdiff build " if row["stale"] else \
+            "[red]modified[/] (not the library its build wrote; ccdiff build " if row.get("modified") else \
             "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
-        if row["stale"] or not row["built"]:
+        if row["stale"] or row.get("modified") or not row["built"]:
             built += f"{row['stack']}@{row['version']})"
         if row.get("source_gone"):      # a checkout build whose folder was deleted (issue 30)
             gone = escape(row["source"] or "not recorded")
@@ -295,7 +297,8 @@ def cmd_stacks(args) -> int:
 
 
 def _print_waivers(args) -> int:
-    """`ccdiff stacks --waivers`: every deviation's excuses, mechanism-checked or wholesale."""
+    """`ccdiff stacks --waivers`: every deviation's excuses, mechanism-checked or wholesale, and
+    the evidence of upstream intent each waiving deviation cites (profile.toml `intent`)."""
     from rich.table import Table
     from .profiles import load_profile
     from .stacks import load_recipes
@@ -304,7 +307,7 @@ def _print_waivers(args) -> int:
         profile = load_profile(recipe)
         data.append({"stack": recipe.name, "checked": profile.checked_waivers(),
                      "wholesale": profile.wholesale_waivers(), "dynamic": profile.dynamic_waivers(),
-                     "variants": profile.variants(),
+                     "variants": profile.variants(), "intents": profile.intents(),
                      "references": {family: profile.reference(family) for family in ("cubic", "reno")}})
     if args.json:
         print(json.dumps(data, indent=2))
@@ -325,8 +328,15 @@ def _print_waivers(args) -> int:
                      "(profile.toml `variant`)", "stack", "deviation", "oracle options", "reference (CUBIC; Reno)")
     dynamic = table("dynamic waivers: a trajectory divergence is excused only when the trigger occurred at or "
                     "before it (profile.toml `observed`)", "stack", "deviation", "trigger", "meaning")
+    intents = table("why each waiver waives: upstream's intent (a code comment, a document, a maintainer, the "
+                    "RFC text it follows; rfc-should: a SHOULD departed from with no reason given), a consequence "
+                    "of a reported finding, or ccdiff's own limit (profile.toml `intent`, `consequence_of`, "
+                    "`ours`); behaviour with none of these is a finding, never waived",
+                    "stack", "deviation", "reason", "quote")
     for entry in data:
         refs = entry["references"]
+        for row in entry["intents"]:
+            intents.add_row(entry["stack"], row["deviation"], f"{row['kind']}: {row['cite']}", row["quote"])
         for row in entry["variants"]:
             variants.add_row(entry["stack"], row["deviation"], f"{row['options']} ({row['family']})",
                              f"{refs['cubic']}; {refs['reno']}")
@@ -344,6 +354,7 @@ def _print_waivers(args) -> int:
     console.print(checked)
     console.print(dynamic)
     console.print(wholesale)
+    console.print(intents)
     return EXIT_OK
 
 
@@ -378,7 +389,7 @@ def cmd_decode(args) -> int:
 
 def cmd_minimize(args) -> int:
     from .fuzzing.strictify import LENIENT_ONLY
-    from .fuzzing.triage import reduce, signatures
+    from .fuzzing.triage import reduce, signatures, window_of
     from .invariants import CATALOG
     from .trace import dump_trace
     if args.invariant not in CATALOG:
@@ -400,9 +411,11 @@ def cmd_minimize(args) -> int:
     else:
         sys.stdout.write(text)
     where = f" -> {args.output}" if args.output else ""
+    overrun = window_of(small, args.stack)
+    window = f"; beyond {args.stack}'s own window: {overrun}" if overrun else f"; within {args.stack}'s own window"
     print(f"{args.trace}: {sig.invariant} ({sig.shape}) on {args.stack}: {len(trace.events)} -> "
           f"{len(small.events)} events, {small.reachability}"
-          f"{' [' + LENIENT_ONLY + ']' if repair == LENIENT_ONLY else ''}{where}", file=sys.stderr)
+          f"{' [' + LENIENT_ONLY + ']' if repair == LENIENT_ONLY else ''}{window}{where}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -428,9 +441,11 @@ def cmd_serve_reports(args) -> int:
     return serve_reports(args.folder, args.host, args.port)
 
 
-def _scenario_list(names):
-    from .sim.scenario import available_scenarios, load_scenario
-    names = names or available_scenarios()
+def _scenario_list(names, mode: str = "closed-loop"):
+    """The named scenarios; none named: the catalog, and with --mode connection the
+    connection scenarios too (scenarios/connection/)."""
+    from .sim.scenario import available_scenarios, connection_scenarios, load_scenario
+    names = names or available_scenarios() + (connection_scenarios() if mode == "connection" else [])
     out = []
     for item in names:
         for name in item.split(","):
@@ -486,8 +501,10 @@ def cmd_conform(args) -> int:
         if args.baseline:
             raise SetupError("--baseline compares the whole matrix: give it to `ccdiff merge`, not to "
                              "one --shard")
-    scenarios = _scenario_list(args.scenarios)
+    scenarios = _scenario_list(args.scenarios, args.mode)
     stacks, compared = with_controls(args.stacks or default_stacks()), None
+    if args.mode == "connection":
+        stacks = _connection_stacks(args.stacks, with_controls)
     if args.against:
         if args.baseline or shard is not None:
             raise SetupError("--against runs the baseline build beside the candidates; it cannot be "
@@ -506,9 +523,28 @@ def cmd_conform(args) -> int:
     if shard is not None:      # what every shard of this run must share, read before it starts
         from .shard import run_identity
         run = run_identity(stacks, scenarios, seeds, traces=args.traces, timeout_s=args.timeout or None,
-                           report=args.report, qlog_schema=args.qlog_schema)
+                           report=args.report, qlog_schema=args.qlog_schema, mode=args.mode)
     with OutputFolder(args.out, inputs=_scenario_files(scenarios) + [args.baseline]) as folder:
         return _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, compared)
+
+
+def _connection_stacks(specs, with_controls) -> list:
+    """conform --mode connection: the named stacks (default: the default matrix's stacks that
+    have a connection shim, and the oracle), each of which must have one, and the
+    controls, which run the closed loop beside them."""
+    from .conform import default_stacks
+    from .connection.build import supports_connection
+    from .stacks import load_recipes, resolve
+    recipes = load_recipes()
+    if not specs:
+        return [spec for spec in default_stacks() if resolve(spec, recipes).kind == "oracle"
+                or supports_connection(resolve(spec, recipes))]
+    missing = [spec for spec in specs if not supports_connection(resolve(spec, recipes))]
+    if missing:
+        have = ", ".join(name for name in recipes if supports_connection(resolve(name, recipes)))
+        raise SetupError(f"--mode connection: {', '.join(missing)} has no connection shim; stacks with "
+                         f"one: {have} (docs/connection-mode.md)")
+    return with_controls(list(specs))
 
 
 def _scenario_files(scenarios) -> list:
@@ -534,7 +570,8 @@ def _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, 
             bar.update(task, advance=1, bad=f"{failed[0]} not passing" if failed[0] else "")
         try:
             summary = run_conform(stacks, scenarios, seeds, folder, jobs, args.traces, args.timeout or None,
-                                  progress, fresh=args.fresh, shard=shard)
+                                  progress, fresh=args.fresh, shard=shard, mode=args.mode,
+                                  memory_mib=args.memory_limit or None)
         except KeyboardInterrupt:
             print(f"interrupted: finished cases are kept in {args.out}/cases.jsonl; run the same "
                   "command again to resume", file=sys.stderr)
@@ -571,7 +608,7 @@ def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, 
         summary["regressions"] = regressions
     if compared:
         from .baseline import new_in_conform
-        against = summary["against"] = new_in_conform(summary["cases"], compared)
+        against = summary["against"] = new_in_conform(summary["cases"], compared, folder.root)
     write_outputs(summary, folder)
     from .report_terminal import print_wrapped
     console = _console()
@@ -610,7 +647,9 @@ def _print_against_conform(console, against: dict) -> None:
     for candidate, r in against.items():
         print_wrapped(console, f"{candidate} against {r['baseline']}: {len(r['new'])} new violations, "
                                f"{len(r['reshuffled'])} reshuffled (a violation {r['baseline']} has on another "
-                               "seed of the same scenario: the change moved it, it did not make it)",
+                               "seed of the same scenario: the change moved it, it did not make it), "
+                               f"{len(r.get('shared', ()))} shared ({r['baseline']} makes it too on the "
+                               "candidate's own trace)",
                       style="red" if r["new"] else "green")
         for item in r["new"]:
             print_wrapped(console, f"  new {item['invariant']} on {item['scenario']} seed {item['seed']}: "
@@ -650,15 +689,18 @@ def _sim_params(items) -> dict:
     return params
 
 
-def _sim_trace_path(args, label: str) -> str:
+def _sim_trace_path(args, label: str, path: str | None = None, suffix: str = ".jsonl") -> str:
+    path = path or args.trace
     if len(args.stack or ["oracle"]) == 1:
-        return args.trace
-    return f"{args.trace.removesuffix('.jsonl')}-{re.sub(r'[^A-Za-z0-9@._-]+', '_', label)}.jsonl"
+        return path
+    return f"{path.removesuffix(suffix)}-{re.sub(r'[^A-Za-z0-9@._-]+', '_', label)}{suffix}"
 
 
 def cmd_sim(args) -> int:
     """Each --stack, then the oracle and the Reno control on the same scenario and seed
-    (what a stack's numbers mean depends on what the reference does on that path)."""
+    (what a stack's numbers mean depends on what the reference does on that path).
+    --mode connection runs each --stack's own client and server (ccdiff/connection/),
+    with the same stack's adapter in the closed loop beside it."""
     from .report_terminal import print_sim
     from .sim import simulate
     (scenario,) = _scenario_list([args.scenario])
@@ -667,58 +709,75 @@ def cmd_sim(args) -> int:
         scenario = scenario.with_params(**params)
     specs = args.stack or ["oracle"]
     controls = [c for c in SIM_CONTROLS if c not in specs] if args.controls else []
+    connection = args.mode == "connection"
+    if args.qlog and not connection:
+        raise SetupError("--qlog is the client's own qlog of --mode connection; the closed loop has "
+                         "its trace (--trace)")
     runs = []
-    with _time_limit(args.timeout, f"sim {scenario.name}"):
-        for spec in specs + controls:
-            result = simulate(scenario, spec, args.seed, record=bool(args.trace) and spec in specs)
-            runs.append({"role": "stack" if spec in specs else "control", "result": result})
+    from .limits import run_limits
+    with run_limits(args.timeout, args.memory_limit, f"sim {scenario.name}"):
+        for spec in specs:
+            if connection:
+                from .connection import run_connection
+                qlog = _sim_trace_path(args, spec, args.qlog, ".qlog") if args.qlog else None
+                result = run_connection(scenario, spec, args.seed, record=bool(args.trace), qlog=qlog)
+                run = {"role": "stack", "mode": "connection", "result": result,
+                       "name": f"{result.stack} (own connection)"}
+                if qlog:
+                    from .connection.confirm import judge_qlog
+                    run["own_events"] = judge_qlog(qlog, spec)
+                runs.append(run)
+                if not args.controls:
+                    continue
+                closed = simulate(scenario, spec, args.seed, record=False)
+                runs.append({"role": "control", "mode": "closed-loop", "result": closed,
+                             "name": f"{closed.stack} (closed loop)"})
+            else:
+                result = simulate(scenario, spec, args.seed, record=bool(args.trace))
+                runs.append({"role": "stack", "mode": "closed-loop", "result": result})
+        for spec in controls:
+            runs.append({"role": "control", "mode": "closed-loop",
+                         "result": simulate(scenario, spec, args.seed, record=False)})
     if args.json:
         print(json.dumps({"scenario": scenario.name, "seed": args.seed,
-                          "runs": [dict(run["result"].to_dict(), role=run["role"]) for run in runs]},
+                          "runs": [dict(run["result"].to_dict(), role=run["role"], mode=run["mode"],
+                                        **({"own_events": run["own_events"]} if "own_events" in run else {}))
+                                   for run in runs]},
                          indent=1, sort_keys=True))
     else:
         print_sim(_console(), scenario, args.seed, runs)
+        for run in runs:
+            if "own_events" in run:
+                from .report_terminal import print_own_events
+                print_own_events(_console(), run["name"], scenario, args.seed, run["own_events"])
     for run in runs:
         if args.trace and run["role"] == "stack":
-            path = _sim_trace_path(args, run["result"].stack)
-            write_text_atomic(path, run["result"].trace_text())
-            print(f"trace: {path}  (ccdiff replay {path} --stack {run['result'].stack})", file=sys.stderr)
-    failing = [run for run in runs if run["role"] == "stack" and run["result"].status != "pass"]
+            result = run["result"]
+            path = _sim_trace_path(args, result.stack)
+            if run["mode"] == "connection":
+                write_text_atomic(path, result.record_text())
+                print(f"record: {path}  (the connection's datagrams and its congestion state; "
+                      f"docs/connection-mode.md)", file=sys.stderr)
+            else:
+                write_text_atomic(path, result.trace_text())
+                print(f"trace: {path}  (ccdiff replay {path} --stack {result.stack})", file=sys.stderr)
+    failing = [run for run in runs if run["role"] == "stack" and (run["result"].status != "pass" or any(
+        f["status"] == "violation" for f in run.get("own_events", {}).get("findings", ())))]
     return EXIT_FINDINGS if failing else EXIT_OK
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float, what: str):
-    """SetupError when the block runs longer than `seconds` (0: no limit).  The simulator
-    returns to Python on every event, so the alarm's handler runs even inside a stack."""
-    import signal
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum, frame):
-        raise SetupError(f"{what}: still running after {seconds:g} s (--timeout); a scenario this "
-                         "long belongs in `ccdiff conform`, whose cases each have their own limit")
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def cmd_scenarios(args) -> int:
     from .report_terminal import terminal_width, wrap_indented
-    from .sim.scenario import available_scenarios, load_scenario
-    names = available_scenarios()
+    from .sim.scenario import available_scenarios, connection_scenarios, load_scenario
+    names, connection = available_scenarios(), connection_scenarios()
     if args.names:
-        print("\n".join(names))
+        print("\n".join(names + connection))
         return EXIT_OK
     width = terminal_width()
-    for name in names:
+    for name in names + connection:
         print(name)
-        print(wrap_indented(load_scenario(name).purpose, width))
+        mark = "(connection mode, scenarios/connection/) " if name in connection else ""
+        print(wrap_indented(mark + load_scenario(name).purpose, width))
     return EXIT_OK
 
 
@@ -869,7 +928,7 @@ def _add_replay(sub) -> None:
     p.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
     p.add_argument("--report", metavar="DIR", help="also write an HTML/Markdown/qlog/JUnit report there")
-    _add_qlog_option(p)
+    add_qlog_option(p)
     _add_isolation_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -891,7 +950,7 @@ def _add_matrix(sub) -> None:
                    help="a build to compare the --stack builds with (a release, or the checkout a patch "
                         "starts from): lists every trace where their snapshots differ, and exits 1 only "
                         "on a violation BASELINE does not have on the same trace (docs/detection-power.md)")
-    _add_qlog_option(p)
+    add_qlog_option(p)
     _add_isolation_options(p)
     p.set_defaults(func=cmd_matrix)
 
@@ -905,7 +964,7 @@ def _add_report(sub) -> None:
                               "ccdiff report matrix.json --out reports/html"])
     p.add_argument("input", metavar="FINDINGS_JSON", help="output of `ccdiff replay/matrix --json FILE`")
     p.add_argument("--out", metavar="DIR", required=True, help="report folder (new, empty, or an earlier report)")
-    _add_qlog_option(p)
+    add_qlog_option(p)
     p.set_defaults(func=cmd_report)
 
 
@@ -970,7 +1029,9 @@ def _add_minimize(sub) -> None:
                                 "by delta debugging over events (what fuzz triage does), then repair its "
                                 "timings so that a real connection's loss detection would produce every "
                                 "event (RFC 9002 §6.1, docs/trace-format.md 'Strict or lenient'), keeping it "
-                                "only if the same finding still fires. Writes the minimal trace (stdout or "
+                                "only if the same finding still fires. A trace whose sends fit the stack's own "
+                                "congestion window shrinks to one that does too (RFC 9002 §7); the last line "
+                                "says whether the result does. Writes the minimal trace (stdout or "
                                 "-o). Exit 0 with the trace, 2 if the invariant does not fire or on errors.",
                     examples=["ccdiff minimize examples/death-spiral.jsonl --stack quiche@0.26.0 "
                               "--invariant future-recovery-start -o min.jsonl",
@@ -1044,6 +1105,9 @@ def _add_conform(sub) -> None:
                    help="per-case time limit: a case still running after S seconds (a hung stack) is "
                         "killed and reported as an error, and the run goes on (default 300; the slowest "
                         "catalog case takes a few seconds; 0: no limit)")
+    _add_memory_limit(p, "per-case memory bound: a case whose worker holds more than MB MiB resident (a "
+                         "stack or scenario that grows without end) is killed and reported as an error, "
+                         "and the run goes on")
     p.add_argument("--baseline", metavar="FILE",
                    help="an earlier summary.json: exit 1 only on regressions (a seed that passed there "
                         "fails now, or a pass-rate drop beyond --tolerance), 0 otherwise, 2 on errors")
@@ -1054,6 +1118,11 @@ def _add_conform(sub) -> None:
                         "release, or the checkout a patch starts from): exit 1 only on a violation "
                         "BASELINE has on no seed of that scenario; one it has on another seed is listed "
                         "as reshuffled, not new (summary.json \"against\", docs/detection-power.md)")
+    p.add_argument("--mode", choices=("closed-loop", "connection"), default="closed-loop",
+                   help="closed-loop (default): each stack's controller behind its adapter in ccdiff's "
+                        "closed loop; connection: each stack's own client and server over the scenario's "
+                        "path (default stacks: those with a connection shim), the controls in the closed "
+                        "loop beside them (docs/connection-mode.md)")
     p.add_argument("--build", action="store_true", help="build missing stacks first")
     p.add_argument("--fresh", action="store_true",
                    help="ignore DIR/cases.jsonl (by default finished cases of an interrupted run of "
@@ -1065,7 +1134,7 @@ def _add_conform(sub) -> None:
                    help="run only the K-th of N parts of the matrix (1-based; case i of the ordered "
                         "matrix is shard (i mod N)+1's) and write DIR/shard.json last; no reports: "
                         "`ccdiff merge` joins the N folders and writes them (docs/sharding.md)")
-    _add_qlog_option(p)
+    add_qlog_option(p)
     p.set_defaults(func=cmd_conform)
 
 
@@ -1103,7 +1172,8 @@ def _add_sim(sub) -> None:
                                 "optionally write the replayable traces. Exit 1 if a --stack does not pass.",
                     examples=["ccdiff sim death-spiral --stack quiche@0.26.0 --seed 3",
                               "ccdiff sim death-spiral --stack quiche@0.26.0 --set deadline_us=20000000 --json",
-                              "ccdiff sim tail-loss --trace tail.jsonl && ccdiff replay tail.jsonl"])
+                              "ccdiff sim tail-loss --trace tail.jsonl && ccdiff replay tail.jsonl",
+                              "ccdiff sim death-spiral --mode connection --stack aioquic --seed 3"])
     p.add_argument("scenario", help="scenario name or .toml path (`ccdiff scenarios` lists them)")
     p.add_argument("--stack", action=StackSpecs, metavar="SPEC", help=STACK_HELP + "; default: oracle")
     p.add_argument("--seed", type=int, default=0, help="random seed of the scenario's loss and jitter (default 0)")
@@ -1113,8 +1183,19 @@ def _add_sim(sub) -> None:
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="give up on a simulation still running after S seconds (exit 2, as conform's "
                         "per-case --timeout; default 300, 0: no limit)")
+    _add_memory_limit(p, "give up on a simulation whose process holds more than MB MiB resident (exit 2, "
+                         "as conform's per-case --memory-limit")
     p.add_argument("--trace", metavar="FILE",
                    help="write each --stack run's trace (JSONL; FILE-<stack>.jsonl when several)")
+    p.add_argument("--mode", choices=("closed-loop", "connection"), default="closed-loop",
+                   help="closed-loop (default): ccdiff's sender drives each stack's controller through "
+                        "its adapter; connection: each stack's own client and server (handshake, loss "
+                        "detection, PTO, pacing, controller: all the stack's) over the scenario's path in "
+                        "virtual time, its adapter's closed loop beside it (docs/connection-mode.md)")
+    p.add_argument("--qlog", metavar="FILE",
+                   help="--mode connection: write the client's own qlog (stacks whose shim writes one: "
+                        "aioquic) and judge the connection's own events with every invariant, with the "
+                        "adapter's fidelity to the window the stack logged (FILE-<stack>.qlog when several)")
     p.add_argument("--no-controls", dest="controls", action="store_false",
                    help="run only the --stack runs, not the oracle and the Reno control beside them")
     p.add_argument("--json", action="store_true", help="print raw results (µs, bytes) as JSON instead")
@@ -1146,11 +1227,18 @@ NUMERIC_BOUNDS = {
     "port": (0, 65535),
     "timeout": (0, 7 * 86400),
     "tolerance": (0, 1),
+    "memory_limit": (0, 1 << 24),           # MiB: 16 TiB
 }
 
 
 def numeric_bounds(command: str, dest: str) -> tuple:
     return NUMERIC_BOUNDS.get((command, dest), NUMERIC_BOUNDS.get(dest, (0, math.inf)))
+
+
+def _add_memory_limit(p, what: str) -> None:
+    from .limits import DEFAULT_MEMORY_MIB
+    p.add_argument("--memory-limit", type=int, default=DEFAULT_MEMORY_MIB, metavar="MB",
+                   help=f"{what}; default {DEFAULT_MEMORY_MIB}, 0: no bound)")
 
 
 def check_numbers(parser: argparse.ArgumentParser, args) -> None:
@@ -1210,7 +1298,8 @@ def main(argv=None, supervise: bool = False) -> int:
     check_numbers(parser, args)
     from .streams import guarded
     with guarded(sys):
-        if supervise and args.command in SUPERVISED and not getattr(args, "isolate", True):
+        if supervise and ((args.command in SUPERVISED and not getattr(args, "isolate", True))
+                          or args.command in CRASH_NAMED):
             return _supervised(args)
         return _run(args)
 
@@ -1222,6 +1311,9 @@ def entry() -> int:
 
 # Commands that run stacks' native code in ccdiff's own process unless --isolate.
 SUPERVISED = ("replay", "matrix")
+# Commands that run a stack in process with no --isolate to rerun under: a crash signal there is
+# named as the stack's crash (a finding, exit 1), never a silent exit 139 (issue #32).
+CRASH_NAMED = ("sim", "minimize", "check-harness")
 CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE", "SIGSYS", "SIGTRAP")
 
 
@@ -1260,6 +1352,15 @@ def _supervised(args) -> int:
     if name not in CRASH_SIGNALS:
         print(f"error: the {args.command} process was ended by {name} (out of memory? killed?)", file=sys.stderr)
         return EXIT_ERROR
+    if args.command in CRASH_NAMED:
+        given = getattr(args, "stack", None) or []
+        specs = [given] if isinstance(given, str) else [spec for spec in given if spec] or ["the stack"]
+        which = specs[0] if len(specs) == 1 else "one of " + ", ".join(specs)
+        print(f"adapter-error: a stack's native code crashed the {args.command} process ({name}): "
+              f"{which}. That is the stack's crash, a finding; `ccdiff replay TRACE --stack SPEC "
+              "--isolate` (a trace from `sim --trace` of another run, or the input) names the event",
+              file=sys.stderr, flush=True)
+        return EXIT_FINDINGS
     print(f"a stack crashed ccdiff's process ({name}); running again with every stack isolated "
           "(--isolate) to find which", file=sys.stderr, flush=True)
     args.isolate = True

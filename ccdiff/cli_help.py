@@ -1,5 +1,6 @@
 """One way to declare a subcommand, so every `ccdiff COMMAND --help` has a description
-and examples (tests/test_cli.py walks the parser and checks it)."""
+and examples (tests/test_cli.py walks the parser and checks it), and the options several
+subcommands share (--qlog-schema), defined once for cli.py and fuzzing/."""
 from __future__ import annotations
 
 import argparse
@@ -39,3 +40,14 @@ class Once(argparse.Action):
             parser.error(f"{option_string} given twice: this command takes one stack "
                          "(run it once per stack)")
         setattr(namespace, self.dest, values)
+
+
+# The qlog schema choices, without importing the report package (Jinja2, matplotlib) to parse.
+QLOG_SCHEMAS = ("0.3", "draft")
+QLOG_SCHEMA_HELP = ("qlog the report writes: 0.3 (default) is qlog 0.3 JSON-SEQ with transport:/recovery: "
+                    "event names, which qvis's congestion graph plots; draft uses the current qlog "
+                    "draft's quic: names and file_schema header (docs/reports.md)")
+
+
+def add_qlog_option(p) -> None:
+    p.add_argument("--qlog-schema", choices=QLOG_SCHEMAS, default="0.3", help=QLOG_SCHEMA_HELP)

@@ -18,7 +18,7 @@ PATHS = {
     "minimize": (("trace",), ("output",), ()),
     "conform": (("baseline",), (), ("out",)),
     "merge": (("shards", "baseline"), (), ("out",)),
-    "sim": ((), ("trace",), ()),
+    "sim": ((), ("trace", "qlog"), ()),
     "bisect": (("trace",), ("json",), ()),
     "check-harness": (("traces",), ("json",), ()),
 }

@@ -25,7 +25,6 @@ import json
 import math
 import multiprocessing
 import os
-import re
 import shlex
 import signal
 import statistics
@@ -36,6 +35,8 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from .errors import SetupError
+from .labels import folder_name, labelled_target, split_label
+from .limits import over_memory
 from .outdir import held
 from .output import write_text_atomic, xml_safe
 from .stacks import load_recipes, resolve
@@ -45,45 +46,9 @@ SCHEMA = "ccdiff-conform/1"
 # overview shows "2.34 MB of 10 MB delivered" from metrics_late).
 SUMMARY_METRICS = ("completion_us", "min_window_us", "recovery_transitions", "goodput_bytes_per_s",
                    "max_cwnd", "ptos", "persistent_congestions", "events", "delivered_bytes", "total_bytes")
-OVERVIEW = "index.html"
 # What conform writes into OUT is recorded in OUT's manifest (ccdiff/outdir.py): a later run
 # removes what an earlier one wrote and it does not write again (a trace of a case that passes
 # now, the report of a stack that passes now), and never touches anything else.
-
-
-def split_label(item: str) -> tuple:
-    """'NAME=SPEC' runs SPEC under the report name NAME (e.g. to compare a local build or a
-    mutant with a baseline recorded under another name); a plain SPEC is its own name.
-    A SPEC's own options come after ':' (quiche:idle_fix=off), so an '=' before any ':'
-    is the label separator."""
-    eq, colon = item.find("="), item.find(":")
-    if eq > 0 and (colon < 0 or eq < colon):
-        return item[:eq], item[eq + 1:]
-    return None, item
-
-
-def check_label(label: str) -> str:
-    """A report name becomes a folder name (OUT/report/<label>, OUT/traces/<scenario>/<label>):
-    refuse what could name a folder outside its place ('..', '.'), be empty, or hide
-    control characters.  Returns the label."""
-    if not label or not label.strip():
-        raise SetupError("a stack's report name is empty (expected NAME=SPEC with a non-empty NAME)")
-    if set(label) <= {"."}:
-        raise SetupError(f"a stack's report name may not be {label!r}: it would name a folder "
-                         "outside the report's own")
-    if any(ord(c) < 32 or ord(c) == 127 for c in label):
-        raise SetupError(f"a stack's report name has a control character: {label!r}")
-    if "/" in label or "\\" in label:
-        raise SetupError(f"a stack's report name may not contain a path separator: {label!r}")
-    return label
-
-
-def _target(item: str, recipes: dict):
-    label, spec = split_label(item)
-    target = resolve(spec, recipes)
-    if label is not None:
-        target.label = check_label(label)
-    return target
 
 
 def with_controls(specs: list, recipes: dict | None = None) -> list:
@@ -98,7 +63,7 @@ def with_controls(specs: list, recipes: dict | None = None) -> list:
                 controls.append(f"{alias}@{target.version}" if target.spec.version else alias)
     for control in controls:
         label = resolve(control, recipes).label
-        if all(_target(s, recipes).label != label for s in out):
+        if all(labelled_target(s, recipes).label != label for s in out):
             out.append(control)
     return out
 
@@ -108,24 +73,16 @@ def default_stacks() -> list:
     return default_specs()
 
 
-def _safe(label: str) -> str:
-    """The folder name of a label: never '', '.' or '..' (check_label refuses those first)."""
-    name = re.sub(r"[^A-Za-z0-9@._-]+", "_", label)
-    if set(name) <= {"."}:
-        raise SetupError(f"{label!r} cannot name a folder")
-    return name
-
-
 def unique_folders(names: list, what: str, fix: str) -> None:
     """Every stack and every scenario names its own folder (OUT/traces/<scenario>/<stack>,
     OUT/report/<stack>) and its own summary cells: a name given twice, or two names that
-    _safe makes one ('x y' and 'x_y'), would overwrite each other's traces and merge their
+    folder_name makes one ('x y' and 'x_y'), would overwrite each other's traces and merge their
     cells.  Refused, with both names."""
     seen: dict = {}
     for name in names:
         if not isinstance(name, str):
             raise SetupError(f"a {what} name must be a string, not {name!r}")
-        folder = _safe(name)
+        folder = folder_name(name)
         if folder in seen:
             other = seen[folder]
             same = "is given twice" if other == name else f"and {other!r} would share the folder {folder!r}"
@@ -139,28 +96,39 @@ _WORKER_RECIPES: dict = {}
 
 def _run_case(case: tuple) -> dict:
     from .sim import simulate
-    index, scenario, item, seed, trace_dir, keep = case
+    index, scenario, item, seed, trace_dir, keep, mode = case
     try:
         if not _WORKER_RECIPES:
             _WORKER_RECIPES.update(load_recipes())
-        result = simulate(scenario, _target(item, _WORKER_RECIPES), seed, record=keep != "none")
+        target = labelled_target(item, _WORKER_RECIPES)
+        if mode == "connection":
+            from .connection import run_connection
+            result = run_connection(scenario, target, seed, record=keep != "none")
+            text = result.record_text if result.records else None
+        else:
+            result = simulate(scenario, target, seed, record=keep != "none")
+            text = result.trace_text if result.trace is not None else None
     except SetupError as exc:
-        return {"status": "error", "reasons": [f"setup: {exc}"], "metrics": {}, "findings": []}
+        return {"status": "error", "reasons": [f"setup: {exc}"], "metrics": {}, "findings": [], "mode": mode}
     except Exception as exc:   # a harness bug: report it, keep the run going
         last = traceback.format_exception(exc)[-3:]
         return {"status": "error", "reasons": ["exception: " + "".join(last).strip()], "metrics": {},
-                "findings": []}
-    doc = result.to_dict()
-    if result.trace is not None and trace_dir and (keep == "all" or result.status != "pass"):
-        rel = Path("traces") / _safe(scenario.name) / _safe(result.stack) / f"seed-{seed}.jsonl"
+                "findings": [], "mode": mode}
+    doc = dict(result.to_dict(), mode=mode)
+    doc.setdefault("findings", [])
+    if text is not None and trace_dir and (keep == "all" or result.status != "pass"):
+        # A connection run's record (docs/connection-mode.md) is not a replayable trace:
+        # its own name says so, and the reports leave it out.
+        name = f"seed-{seed}.connection.jsonl" if mode == "connection" else f"seed-{seed}.jsonl"
+        rel = Path("traces") / folder_name(scenario.name) / folder_name(result.stack) / name
         path = Path(trace_dir) / rel
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, result.trace_text())
+            write_text_atomic(path, text())
         except (OSError, SetupError) as exc:   # the harness's disk, not the stack: say so
             why = exc.strerror if isinstance(exc, OSError) else str(exc)
             return {"status": "error", "reasons": [f"harness: cannot write the trace {rel}: {why}"],
-                    "metrics": {}, "findings": []}
+                    "metrics": {}, "findings": [], "mode": mode}
         doc["trace"] = str(rel)
     return doc
 
@@ -187,10 +155,11 @@ def _worker(conn) -> None:
 class _Pool:
     """Worker processes, one pipe each; a worker that dies costs only its current case."""
 
-    def __init__(self, jobs: int, timeout_s: float | None):
+    def __init__(self, jobs: int, timeout_s: float | None, memory_mib: int | None = None):
         self.ctx = multiprocessing.get_context("spawn")
         self.jobs = jobs
         self.timeout_s = timeout_s
+        self.memory_mib = memory_mib      # a worker above it is killed (ccdiff/limits.py)
 
     def _spawn(self) -> dict:
         parent, child = self.ctx.Pipe()
@@ -237,12 +206,15 @@ class _Pool:
                         active.remove(worker)
                     continue
                 timed_out = self.timeout_s and now - worker["started"] > self.timeout_s
-                if proc.sentinel not in ready and conn not in ready and not timed_out:
+                resident = over_memory(proc.pid, self.memory_mib) if proc.sentinel not in ready else None
+                if proc.sentinel not in ready and conn not in ready and not timed_out and resident is None:
                     continue
-                if timed_out:
+                if timed_out or resident is not None:
                     proc.kill()          # our own worker, by its handle
                 proc.join(timeout=5)
                 why = (f"timeout: case took longer than {self.timeout_s} s" if timed_out else
+                       f"memory: the case's process held {resident:.0f} MiB, above the bound of "
+                       f"{self.memory_mib} MiB (--memory-limit)" if resident is not None else
                        f"crash: worker died (exit code {proc.exitcode})")
                 on_result(worker["case"], {"status": "error", "reasons": [why], "metrics": {}, "findings": []})
                 conn.close()
@@ -259,42 +231,65 @@ class _Pool:
 # -- the matrix ----------------------------------------------------------------
 def run_conform(stacks: list, scenarios: list, seeds: list, out_dir=None, jobs: int = 2,
                 keep_traces: str = "failing", timeout_s: float | None = None, progress=None,
-                fresh: bool = False, shard: tuple[int, int] | None = None) -> dict:
+                fresh: bool = False, shard: tuple[int, int] | None = None, mode: str = "closed-loop",
+                memory_mib: int | None = None) -> dict:
     """Run the matrix, or with shard=(K, N) its K-th of N parts (ccdiff/shard.py); returns
     the summary document of the cases run (see write_outputs).  out_dir: None (no journal,
-    no traces), a folder path, or the OutputFolder the CLI holds (ccdiff/outdir.py)."""
+    no traces), a folder path, or the OutputFolder the CLI holds (ccdiff/outdir.py).
+    mode "connection": each stack with a connection shim runs its own client and server
+    (ccdiff/connection/); the others (the oracle and the Reno control) run the closed loop
+    beside them, as `sim --mode connection` shows them."""
     if out_dir is None:
-        return _run_conform(stacks, scenarios, seeds, None, jobs, keep_traces, timeout_s, progress, fresh, shard)
+        return _run_conform(stacks, scenarios, seeds, None, jobs, keep_traces, timeout_s, progress, fresh, shard,
+                            mode, memory_mib)
     with held(out_dir) as folder:
-        return _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s, progress, fresh, shard)
+        return _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s, progress, fresh, shard,
+                            mode, memory_mib)
 
 
-def _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s, progress, fresh, shard) -> dict:
+def case_mode(mode: str, target) -> str:
+    """The drive of one stack in a run of `mode`: a connection-mode run drives a stack with a
+    connection shim through its own connection and every other (the oracle, the controls)
+    through the closed loop."""
+    if mode != "connection":
+        return "closed-loop"
+    from .connection.build import supports_connection
+    return "connection" if supports_connection(target) else "closed-loop"
+
+
+def _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s, progress, fresh, shard,
+                 mode="closed-loop", memory_mib=None) -> dict:
     out_dir = str(folder.root) if folder is not None else None
     recipes = load_recipes()
-    targets = [_target(item, recipes) for item in stacks]
+    targets = [labelled_target(item, recipes) for item in stacks]
     labels = [t.label for t in targets]
     unique_folders(labels, "stack", "rename one (NAME=SPEC)")
     unique_folders([s.name for s in scenarios], "scenario",
                    "rename one (its file's `name`), or leave out the copy of a catalog scenario")
     from .remote import remote_address
-    from .build import is_stale
+    from .build import unusable_build
     for target in targets:   # fail early, in the parent, with the fixing command
         if target.kind != "native" or remote_address(target.recipe.name) is not None:
             continue
         if not target.recipe.library(target.version).exists():
             raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
                              f"ccdiff build {target.recipe.name}@{target.version}")
-        if not target.version.startswith(("local-", "git-")) and is_stale(target.recipe, target.version):
-            raise SetupError(f"{target.recipe.name}@{target.version} was built from an older adapter "
-                             f"(implementations/{target.recipe.name}/ changed since); run: "
-                             f"ccdiff build {target.recipe.name}@{target.version}")
+        reason = None if target.version.startswith(("local-", "git-")) else \
+            unusable_build(target.recipe, target.version)
+        if reason:
+            raise SetupError(reason)
+    modes = [case_mode(mode, target) for target in targets]
+    if "connection" in modes:       # built once here, never by two workers at once
+        from .connection.build import ensure_shim
+        for target, drive in zip(targets, modes):
+            if drive == "connection":
+                ensure_shim(target)
     from .shard import in_shard, matrix_order
     cases, keys = [], []
     # The whole matrix, in the order every shard shares; a shard keeps its own indices.
     for index, (s, t, seed) in enumerate(matrix_order(len(scenarios), len(stacks), seeds)):
         keys.append((scenarios[s].name, labels[t], seed))
-        cases.append((index, scenarios[s], stacks[t], seed, out_dir, keep_traces))
+        cases.append((index, scenarios[s], stacks[t], seed, out_dir, keep_traces, modes[t]))
     mine = [i for i in range(len(cases)) if in_shard(i, shard)]
     results = [None] * len(cases)
     if out_dir:          # from here on OUT is not a finished shard until write_marker
@@ -303,7 +298,8 @@ def _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s,
     if folder is not None:
         folder.claim("cases.jsonl")      # the journal, written case by case from here on
     journal = Journal(out_dir, fresh) if out_dir else None
-    prints = {i: _fingerprint(cases[i][1], cases[i][2], targets[labels.index(keys[i][1])], cases[i][3], keep_traces)
+    prints = {i: _fingerprint(cases[i][1], cases[i][2], targets[labels.index(keys[i][1])], cases[i][3], keep_traces,
+                              cases[i][6])
               for i in mine}
     todo = []
     for case, fingerprint in ((cases[i], prints[i]) for i in mine):
@@ -323,7 +319,7 @@ def _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s,
         scenario, label, seed = keys[index]
         doc.update(scenario=scenario, stack=label, seed=seed)
         if doc["status"] == "error":   # a crash, hang or exception: the one command that redoes it
-            doc["replay"] = replay_command(cases[index][1], split_label(cases[index][2])[1], seed)
+            doc["replay"] = replay_command(cases[index][1], split_label(cases[index][2])[1], seed, cases[index][6])
         results[index] = doc
         if folder is not None and doc.get("trace"):
             folder.adopt(doc["trace"])       # written by the worker, recorded as ccdiff's here
@@ -333,21 +329,22 @@ def _run_conform(stacks, scenarios, seeds, folder, jobs, keep_traces, timeout_s,
             progress(doc)
 
     try:
-        _Pool(max(1, jobs), timeout_s).run(todo, on_result)
+        _Pool(max(1, jobs), timeout_s, memory_mib).run(todo, on_result)
     finally:
         if journal:
             journal.close()
     return summarize(labels, [s.name for s in scenarios], seeds, [results[i] for i in mine])
 
 
-def replay_command(scenario, spec: str, seed: int) -> str:
+def replay_command(scenario, spec: str, seed: int, mode: str = "closed-loop") -> str:
     """`ccdiff sim` of one case: the simulator is deterministic, so this reruns it exactly,
     crash or hang included (under a debugger, if need be)."""
-    from .sim.scenario import scenarios_dir
-    catalog = scenarios_dir() / f"{scenario.name}.toml"
-    where = scenario.name if scenario.source and Path(scenario.source).resolve() == catalog.resolve() \
-        else scenario.source
-    return f"ccdiff sim {shlex.quote(where)} --stack {shlex.quote(spec)} --seed {seed}"
+    from .sim.scenario import catalog_path
+    catalog = catalog_path(scenario.name)
+    where = scenario.name if catalog is not None and scenario.source and \
+        Path(scenario.source).resolve() == catalog.resolve() else scenario.source
+    connection = " --mode connection" if mode == "connection" else ""
+    return f"ccdiff sim {shlex.quote(where)}{connection} --stack {shlex.quote(spec)} --seed {seed}"
 
 
 class Journal:
@@ -391,9 +388,11 @@ class Journal:
         self.fh.close()
 
 
-def _fingerprint(scenario, item: str, target, seed: int, keep_traces: str = "failing") -> str:
+def _fingerprint(scenario, item: str, target, seed: int, keep_traces: str = "failing",
+                 mode: str = "closed-loop") -> str:
     """Everything that changes a case's outputs: scenario, stack spec, seed, ccdiff version,
-    the adapter build, and --traces (a case run with --traces none wrote no trace)."""
+    the adapter build (and in connection mode the shim's), --traces (a case run with
+    --traces none wrote no trace) and the drive."""
     from dataclasses import astuple, replace
     from . import __version__
     build = ""
@@ -401,6 +400,9 @@ def _fingerprint(scenario, item: str, target, seed: int, keep_traces: str = "fai
         info = target.recipe.build_folder(target.version) / "build-info.json"
         build = info.read_text() if info.exists() else ""
     text = repr((astuple(replace(scenario, source="")), item, seed, __version__, build, keep_traces))
+    if mode == "connection":     # a closed-loop run's journal never answers for a connection run
+        shim = target.recipe.build_folder(target.version) / "connection" / "build-info.json"
+        text += repr(("connection", shim.read_text() if shim.exists() else ""))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -443,8 +445,17 @@ def summarize(labels: list, scenario_names: list, seeds: list, results: list) ->
             })
     cases = sorted(results, key=lambda d: (d["scenario"], labels.index(d["stack"]), d["seed"]))
     totals = {k: sum(c[k] for c in cells) for k in ("runs", "passed", "failed", "errors")}
-    return {"schema": SCHEMA, "stacks": labels, "scenarios": scenario_names, "seeds": list(seeds),
-            "totals": totals, "cells": cells, "cases": cases}
+    # The one vocabulary (issue #30): of the violations, those that are bug reports on a strict
+    # trace (status new or not checked upstream); known, fixed, consequences, lenient apart.
+    totals["strict_new_findings"] = sum(1 for d in results for f in d.get("findings", [])
+                                        if f.get("status") == "violation" and f.get("reachability") != "lenient"
+                                        and f.get("upstream_kind") in ("new", "unchecked"))
+    summary = {"schema": SCHEMA, "stacks": labels, "scenarios": scenario_names, "seeds": list(seeds),
+               "totals": totals, "cells": cells, "cases": cases}
+    modes = {d["stack"]: d.get("mode", "closed-loop") for d in results}
+    if "connection" in modes.values():   # conform --mode connection: how each stack was driven
+        summary["modes"] = {label: modes.get(label, "closed-loop") for label in labels}
+    return summary
 
 
 def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
@@ -522,7 +533,7 @@ def write_outputs(summary: dict, out_dir) -> None:
 
 def write_overview(summary: dict, out_dir) -> Path:
     """OUT/index.html (ccdiff/report/overview.py); returns its path."""
-    from .report.overview import write_overview as write
+    from .report.overview import OVERVIEW, write_overview as write
     with held(out_dir) as folder:
         folder.claim(OVERVIEW)
         return write(summary, folder.root)
@@ -570,6 +581,10 @@ def print_summary(console, summary: dict) -> None:
     t = summary["totals"]
     console.print(f"{t['runs']} runs: [green]{t['passed']} passed[/], [red]{t['failed']} failed[/], "
                   f"{t['errors']} errors")
+    if t["failed"]:
+        print_wrapped(console, f"of the violations, {t.get('strict_new_findings', 0)} are strict and new (new or "
+                               "not checked upstream: bug reports to check); the rest are known or fixed upstream, "
+                               "consequences, or on lenient traces (each finding's upstream_status in summary.json)")
 
 
 def _pass_rate_cell(c: dict) -> str:
@@ -592,6 +607,12 @@ def _print_pass_rates(console, summary: dict) -> None:
     cells = {(c["stack"], c["scenario"]): c for c in summary["cells"]}
     stacks, scenarios = summary["stacks"], summary["scenarios"]
     text = {(label, name): _pass_rate_cell(cells[(label, name)]) for label in stacks for name in scenarios}
+    modes = summary.get("modes", {})
+    if modes:        # conform --mode connection: which rows are the stacks' own connections
+        shown = {label: f"{label} (own connection)" if modes.get(label) == "connection" else
+                 f"{label} (closed loop)" for label in stacks}
+        text = {(shown[label], name): value for (label, name), value in text.items()}
+        stacks = [shown[label] for label in stacks]
     cell_width = max(plain_width(t) for t in text.values())
     longest_stack = max(len(label) for label in stacks + ["stack"])
     headers, legend = column_keys(scenarios, longest_stack, cell_width, console.width)
@@ -682,6 +703,7 @@ def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str) -> l
     from .matrix import run_matrix
     from .report import build_report
     from .report.impact import ClosedLoopRuns
+    from .report.overview import OVERVIEW
     # The oracle's and the Reno control's own closed loops (each finding page's Impact
     # section), run once per scenario and seed for every stack's report.
     closed_loop_runs = ClosedLoopRuns()
@@ -691,7 +713,7 @@ def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str) -> l
         spec_of[label or spec] = spec
     first: dict = {}
     for case in summary["cases"]:
-        if case["status"] == "fail" and case.get("trace"):
+        if case["status"] == "fail" and case.get("trace") and case.get("mode") != "connection":
             first.setdefault((case["stack"], case["scenario"]), case)
     written = []
     for label in dict.fromkeys(stack for stack, _ in first):
@@ -709,7 +731,7 @@ def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str) -> l
         doc = run_matrix(traces, [spec_of.get(label, label)])
         if not doc["findings"]:
             continue          # failed on the deadline alone: the pass-rate table says so
-        part = folder.sub(f"report/{_safe(label)}")
+        part = folder.sub(f"report/{folder_name(label)}")
         build_report(doc, part, names=names, closed_loop=closed_loop, qlog_schema=qlog_schema,
                      closed_loop_runs=closed_loop_runs)
         written.append(part.root)

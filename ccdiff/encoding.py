@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from .ledger import Rtt
 from .reach import DEFAULT_MAX_ACK_DELAY_US, persistent_congestion_failure
+from .rtt import Rtt
 from .trace import DEFAULT_INITIAL_RTT_US, MAX_TIME_US, Ack, Header, Lost, PersistentCongestion, Sent, Trace
 
 MAX_DATAGRAM_SIZE = 1200

@@ -14,6 +14,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from .k_tolerance import CUBIC_C, K_SLACK_S, K_TOLERANCE
 from .ledger import ACKED, APP_DATA, APP_IDLE, LOST, PERSISTENT_CONGESTION, SENT
 from .mechanisms import Occurrence
 from .snapshot import CONGESTION_AVOIDANCE, RECOVERY
@@ -298,13 +299,6 @@ CATALOG = {inv.id: inv for inv in [
               "or before the divergence began; after an earlier violation it is that violation's "
               "consequence.", True, "differential"),
 ]}
-
-# k-mismatch: C in segments / s^3 (RFC 9438 §5.1, "C SHOULD be set to 0.4"), and how far a
-# stack's K may be from Eq. 2: fixed-point K (ngtcp2 and Linux count 1/1024 s and approximate
-# the cube root; 0.8 and 2.7 ms off at K = 3.1 s) passes, a C or a β off by a few percent not.
-CUBIC_C = 0.4
-K_TOLERANCE = 0.01
-K_SLACK_S = 0.005
 
 # ca-off-curve: how far a stretch's growth may leave its shadow windows.  Whole-segment growth
 # overshoots or lags them by a segment or two (Linux rounds its integer bic_target up and its

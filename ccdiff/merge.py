@@ -25,8 +25,9 @@ from .output import atomic_file, read_json_input
 from .shard import MARKER, SCHEMA, in_shard, matrix_order, sha256_file
 
 # What a trace path in a summary may look like: conform writes traces/<scenario>/<stack>/seed-N.jsonl
-# with both names through conform._safe.
-_TRACE = re.compile(r"traces/[A-Za-z0-9@._-]+/[A-Za-z0-9@._-]+/seed-\d+\.jsonl")
+# with both names through labels.folder_name.
+# A case's trace, or in connection mode its record (seed-N.connection.jsonl, ccdiff/conform.py).
+_TRACE = re.compile(r"traces/[A-Za-z0-9@._-]+/[A-Za-z0-9@._-]+/seed-\d+(\.connection)?\.jsonl")
 _SUMMARY_LIMIT = 256 << 20
 # shard.json's "run", by key: how a difference is named in the refusal.
 _RUN_PARTS = {"arguments": "arguments", "scenario_files": "scenario files", "stack_builds": "stack builds",
@@ -105,7 +106,7 @@ def load_shard(folder: str) -> Shard:
         _refuse(f"{summary_path}: not a conform summary (no list of cases)")
     for rel, digest in traces.items():
         if not _TRACE.fullmatch(rel) or ".." in PurePosixPath(rel).parts:
-            _refuse(f"{marker}: refusing trace path {rel!r} (expected traces/<scenario>/<stack>/seed-N.jsonl)")
+            _refuse(f"{marker}: refusing trace path {rel!r} (expected traces/<scenario>/<stack>/seed-N[.connection].jsonl)")
         if not _regular_file(where / rel) or sha256_file(where / rel) != digest:
             _refuse(f"{folder}: {rel} is missing or not the trace {MARKER} recorded")
     named = {c.get("trace") for c in cases if c.get("trace") is not None}
@@ -204,19 +205,19 @@ def check_here(run: dict, check_builds: bool) -> None:
                 "the ccdiff that ran them")
     if not check_builds or not run["arguments"].get("report"):
         return
-    from .conform import _target
+    from .labels import labelled_target
     from .shard import build_identity
-    from .sim.scenario import scenarios_dir
+    from .sim.scenario import catalog_path
     from .stacks import load_recipes
     recipes = load_recipes()
     for (label, identity), item in zip(run["stack_builds"], run["arguments"]["stacks"]):
-        here = build_identity(_target(item, recipes))
+        here = build_identity(labelled_target(item, recipes))
         if here != identity:
             _refuse(f"{label} here is not the build the shards ran (the reports replay failing traces "
                     "through it): build the same release here, or merge with --no-report")
     for name, digest in run["scenario_files"]:
-        catalog = scenarios_dir() / f"{name}.toml"
-        if catalog.is_file() and sha256_file(catalog) != digest:
+        catalog = catalog_path(name)
+        if catalog is not None and sha256_file(catalog) != digest:
             _refuse(f"{catalog} here differs from the scenario file the shards ran (the reports rerun "
                     "catalog scenarios): merge in the checkout that made the shards")
 

@@ -24,6 +24,17 @@ trajectory-divergence, the differential against the oracle, is handled apart:
 
 Neither applies to an RFC MUST (Invariant.waivable is False), which no profile can
 waive.
+
+A deviation that waives anything (any of the four above) cites upstream's intent (issue
+#30): `intent = {kind, cite, quote}`, kind one of INTENT_KINDS -- a comment in the stack's
+code or a document of the stack that says the behaviour is meant, a maintainer's statement
+in its tracker, the RFC text (a MAY, an alternative) it follows, or the SHOULD it departs
+from with no reason given -- quoted verbatim where `cite` points.  Two other reasons are
+named as what they are, never as intent: `consequence_of = "<[[known]] id>"` (the waived
+findings follow a bug reported under that entry) and `ours = "..."` (ccdiff's own model
+cannot yet tell the stack's behaviour from its own error: nothing under it is reported).
+Behaviour with none of these is a finding, never a deviation: its entry may document it (no
+waiver), and `ccdiff stacks --waivers` lists each waiver's reason.
 """
 from __future__ import annotations
 
@@ -44,6 +55,14 @@ VARIANT_KEYS = ("ecn", "app_limited", "growth", "recovery", "epoch", "reno_frien
 VARIANT_OPTIONS = {family: {k: v for k, v in oracle_option_values(family == "cubic").items() if k in VARIANT_KEYS}
                    for family in ("cubic", "reno")}
 REFERENCE = {"cubic": "oracle", "reno": "oracle-reno"}
+# "rfc-should": the stack departs from a SHOULD (RFC 2119 allows it) and states no reason.
+INTENT_KINDS = ("code-comment", "doc", "maintainer", "rfc", "rfc-should")
+
+
+def waives(dev: dict) -> bool:
+    """Whether a [[deviation]] excuses anything: it tolerates or explains an invariant, the
+    oracle reproduces it (variant), or it excuses divergences after its trigger (observed)."""
+    return bool(dev.get("tolerates") or dev.get("mechanism") or dev.get("variant") or dev.get("observed"))
 
 
 # The reason listed for a trajectory-divergence tolerance without a trigger (`observed`):
@@ -67,6 +86,12 @@ class Profile:
     deviations: list = field(default_factory=list)
     known: list = field(default_factory=list)   # [[known]] upstream issues and fixes (ccdiff/status.py)
     upstream: dict = field(default_factory=dict)   # [upstream]: when the tracker was checked, against what
+    reached: list = field(default_factory=list)    # [[reached]]: findings the stack's own connection reached
+
+    def reached_by_connection(self, invariant: str) -> dict | None:
+        """The profile's record of whether the stack's own connection (ccdiff/connection/)
+        reached `invariant`, or None when nobody has looked (issue #31 item 4)."""
+        return next((r for r in self.reached if r["invariant"] == invariant), None)
 
     def explaining(self, invariant: str) -> list:
         """Deviations that waive every finding of this invariant for this stack (`tolerates`)."""
@@ -163,6 +188,23 @@ class Profile:
                  "options": ",".join(f"{k}={v}" for k, v in d["variant"].items())}
                 for d in self.deviations if d.get("variant")]
 
+    def intents(self) -> list:
+        """Every waiving deviation's reason: {deviation, kind, cite, quote}; kind is an intent's,
+        or "consequence" (consequence_of) or "ours"."""
+        out = []
+        for d in self.deviations:
+            if not waives(d):
+                continue
+            if "intent" in d:
+                out.append({"deviation": d.get("id", ""), **d["intent"]})
+            elif "consequence_of" in d:
+                known = next((k for k in self.known if k["id"] == d["consequence_of"]), {})
+                out.append({"deviation": d.get("id", ""), "kind": "consequence", "cite": known.get("url", ""),
+                            "quote": f"[[known]] {d['consequence_of']}: {known.get('condition', '')}"})
+            elif "ours" in d:
+                out.append({"deviation": d.get("id", ""), "kind": "ours", "cite": "ccdiff", "quote": d["ours"]})
+        return out
+
     def checked_waivers(self) -> list:
         """Every mechanism-checked excuse: {invariant, deviation, mechanism, rule}."""
         return [{"invariant": inv, "deviation": d.get("id", ""), "mechanism": d["mechanism"],
@@ -208,10 +250,60 @@ def _check_deviation(path, dev: dict) -> None:
             raise bad(": `observed` limits its excuse of trajectory-divergence, which it does not tolerate")
         if trigger == "mechanism" and not name:
             raise bad(": observed = \"mechanism\" needs a mechanism")
+    intent = dev.get("intent")
+    if intent is not None and not (isinstance(intent, dict) and set(intent) == {"kind", "cite", "quote"}
+                                   and intent["kind"] in INTENT_KINDS
+                                   and all(isinstance(v, str) and v.strip() for v in intent.values())):
+        raise bad(f": intent is {{kind, cite, quote}}, kind one of {', '.join(INTENT_KINDS)}, cite and quote "
+                  "non-empty strings")
+    # (the refusal of a waiver without intent: _require_intent, once the profiles cite it)
     both = sorted(set(explains) & set(tolerates))
     if both:
         raise bad(f" both explains and tolerates {', '.join(both)}: a mechanism-checked invariant is not "
                   "waived wholesale")
+
+
+def _require_intent(path, dev: dict, known_ids: set) -> None:
+    """A waiving deviation names its reason (module docstring); a consequence names a [[known]]."""
+    if dev.get("consequence_of") is not None and dev["consequence_of"] not in known_ids:
+        raise SetupError(f"{path}: deviation {dev.get('id')!r}: consequence_of names no [[known]] entry "
+                         f"({dev['consequence_of']!r}; known: {', '.join(sorted(known_ids)) or 'none'})")
+    if "ours" in dev and not (isinstance(dev["ours"], str) and dev["ours"].strip()):
+        raise SetupError(f"{path}: deviation {dev.get('id')!r}: ours is the reason, a non-empty string")
+    if waives(dev) and dev.get("intent") is None and "consequence_of" not in dev and "ours" not in dev:
+        raise SetupError(f"{path}: deviation {dev.get('id')!r} waives findings but cites no upstream intent: add "
+                         "intent = {kind, cite, quote} (a code comment, a document, a maintainer's word or the "
+                         "RFC text it follows), or, with no such evidence, remove its tolerates/mechanism/"
+                         "variant/observed: behaviour upstream does not mean is a finding, not a deviation")
+
+
+REACHED_STATES = ("yes", "not-yet")
+# How a "yes" is confirmed by the stack's own log (ccdiff/connection/confirm.py): "logged-step",
+# the adapter's step at the finding's event is the one the stack logged there; "own-window", the
+# same invariant flags the stack's own logged window at that event (where the adapter is a few
+# bytes off the stack, so no step can match exactly).
+REACHED_CONFIRMATIONS = ("logged-step", "own-window")
+
+
+def _check_reached(path, entries) -> list:
+    """[[reached]]: {invariant, state, and for "yes" scenario, seed, event and the command
+    that shows it; for "not-yet" what was tried}.  A "yes" is what the stack's own events,
+    imported from its own qlog and judged (`ccdiff sim --mode connection --qlog`), showed;
+    tests/connection/test_reached.py reruns every one."""
+    for entry in entries:
+        where = f"{path}: [[reached]] {entry.get('invariant')!r}"
+        if entry.get("invariant") not in CATALOG:
+            raise SetupError(f"{where}: invariant is one of ccdiff's invariants")
+        state = entry.get("state")
+        if state not in REACHED_STATES:
+            raise SetupError(f"{where}: state is one of {', '.join(REACHED_STATES)}")
+        needs = {"yes": ("scenario", "seed", "event", "command", "note"), "not-yet": ("tried",)}[state]
+        missing = [key for key in needs if key not in entry]
+        if missing:
+            raise SetupError(f"{where}: a {state!r} entry needs {', '.join(missing)}")
+        if entry.get("confirmed_by", "logged-step") not in REACHED_CONFIRMATIONS:
+            raise SetupError(f"{where}: confirmed_by is one of {', '.join(REACHED_CONFIRMATIONS)}")
+    return entries
 
 
 def load_profile(recipe) -> Profile:
@@ -240,16 +332,19 @@ def load_profile(recipe) -> Profile:
         upstream = validate_upstream(data.get("upstream"), str(path))
     except ValueError as exc:
         raise SetupError(str(exc)) from None
+    for dev in deviations:
+        _require_intent(path, dev, {entry["id"] for entry in known})
     return Profile(stack=data.get("stack", recipe.name),
                    cwnd_rel_tolerance=float(divergence.get("cwnd_rel_tolerance", 0.25)),
                    sustain_events=int(divergence.get("sustain_events", 16)),
                    min_window_datagrams=int(data.get("min_window_datagrams", 2)),
                    ecn=bool(data.get("ecn", True)),
                    ca_rate_tick_us=int(data.get("ca_rate_tick_us", 0)),
-                   deviations=deviations, known=known, upstream=upstream)
+                   deviations=deviations, known=known, upstream=upstream,
+                   reached=_check_reached(path, data.get("reached", [])))
 
 
-def _onset(finding) -> int:
+def onset(finding) -> int:
     """The first event of a finding's evidence (Finding.onset_index, else where it was flagged)."""
     return finding.event_index if finding.onset_index is None else finding.onset_index
 
@@ -288,7 +383,7 @@ def judge(findings: list, profile: Profile, observed: dict | None = None) -> lis
             continue
         earlier = sorted({f.invariant for f in findings
                           if f.status == "violation" and f.invariant != "trajectory-divergence"
-                          and _onset(f) <= finding.event_index})
+                          and onset(f) <= finding.event_index})
         if earlier:
             finding.status = "violation"
             finding.detail = finding.detail.split("; documented deviations")[0] + \

@@ -40,8 +40,9 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from .trace import (MAX_LINE_CHARS, MAX_PACKET_BYTES, Ack, AppData, AppIdle, Header, Lost, PersistentCongestion,
-                    Sent, TraceError, _Causality, event_to_dict, header_to_dict)
+from . import qlog_dialects as dialects
+from .trace import (MAX_LINE_CHARS, MAX_PACKET_BYTES, Ack, AppData, AppIdle, Causality, Header, Lost,
+                    PersistentCongestion, Sent, TraceError, event_to_dict, header_to_dict)
 
 RS = "\x1e"
 CHUNK = 1 << 16
@@ -103,6 +104,31 @@ class Summary:
     header: dict = field(default_factory=dict)
     reachability: str = ""
     lenient_reason: str = ""
+    ignored_losses: int = 0                # packet_lost of a packet not in flight in the trace
+    received: int = 0                      # packet_received records of the imported spaces
+    received_without_frames: int = 0       # ... that log no frames (quinn 0.11: no ACK can be read)
+    other_traces: int = 0                  # events of the file's other traces, left out
+    stack_lost_packets: int = 0            # lost packets the stack's own metrics count (quiche)
+
+    def dropped(self) -> list:
+        """What the import left out of the trace, one short phrase each (#34 item 2): the
+        trace's header and the terminal both say it, so a partial import never passes as whole."""
+        out = [f"{count} {ptype} packets" for ptype, count in sorted(self.skipped_spaces.items())]
+        if self.ignored_losses:
+            out.append(f"{self.ignored_losses} packet_lost of packets not in flight")
+        if self.stale_logged:
+            out.append(f"the stack's state after {self.stale_logged} loss event(s) (logged before it reacted)")
+        if self.stack_lost_packets > self.lost:
+            out.append(f"{self.stack_lost_packets - self.lost} packet losses the stack counted (its metrics' "
+                       "lost packets) but logged no packet_lost for")
+        if self.other_traces:
+            out.append(f"{self.other_traces} events of the file's other traces")
+        names = sorted(self.not_imported.items(), key=lambda item: item[1][1:])
+        if names:
+            shown = ", ".join(f"{name} x{count}" for name, (count, _, _) in names[:8])
+            more = f" and {len(names) - 8} more names" if len(names) > 8 else ""
+            out.append(f"events not imported: {shown}{more}")
+        return out
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -146,18 +172,22 @@ def _read_seq(fh, path: str):
     buf, start_line, lineno, index, header_done = [], 1, 1, 0, False
     text_line = fh.readline(MAX_LINE_CHARS + 1)
 
-    def decode(chunks, line):
+    def decode(chunks, line, at_end):
         text = "".join(chunks)
         if len(text) > MAX_LINE_CHARS:
             raise QlogError(path, line, f"record longer than {MAX_LINE_CHARS} characters")
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            if not text.strip():
+            content = text.rstrip()
+            if not content:
                 raise QlogError(path, line, "empty JSON-SEQ record") from None
-            reason = "truncated record (the file ends inside it)" if exc.pos >= len(text.rstrip()) else \
-                f"not valid JSON ({exc.msg} at column {exc.colno})"
-            raise QlogError(path, line + exc.lineno - 1, reason) from None
+            if exc.pos >= len(content):     # named at the record's own last line, not the next one
+                reason = "truncated record (the file ends inside it)" if at_end else \
+                    "truncated record (the next record starts before this one's JSON closes)"
+                raise QlogError(path, line + content.count("\n"), reason) from None
+            raise QlogError(path, line + exc.lineno - 1,
+                            f"not valid JSON ({exc.msg} at column {exc.colno})") from None
         except RecursionError:
             raise QlogError(path, line, "not valid JSON (nested too deeply)") from None
 
@@ -167,7 +197,7 @@ def _read_seq(fh, path: str):
             parts = text_line.split(RS) if text_line else [""]
             for part in parts[:-1] if text_line else parts:
                 buf.append(part)
-                obj = decode(buf, start_line)
+                obj = decode(buf, start_line, not text_line)
                 if not header_done:
                     if not isinstance(obj, dict):
                         raise QlogError(path, start_line, "the first JSON-SEQ record must be the qlog header object")
@@ -217,6 +247,7 @@ class _JsonWalk:
         self.decoder = json.JSONDecoder()
         self.trace_index = -1
         self.doc: dict = {}
+        self.events_read = 0
 
     # -- buffer
     def fill(self) -> bool:
@@ -241,6 +272,9 @@ class _JsonWalk:
         return self.line
 
     def fail(self, reason: str, pos: int | None = None):
+        if reason.startswith("truncated") and self.events_read:
+            # a one-line JSON document has only line 1: the event number locates the cut
+            reason += f" (after event {self.events_read}, the last one read whole)"
         raise QlogError(self.path, self.line_at(self.pos if pos is None else pos), reason)
 
     def peek(self) -> str:
@@ -268,7 +302,8 @@ class _JsonWalk:
                 if self.fill():
                     self._check_size()
                     continue
-                at_end = exc.pos >= len(self.buf.rstrip()) - 1
+                # the file ended: a value cut at the end, or a string cut anywhere in it
+                at_end = exc.pos >= len(self.buf.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
                 self.fail("truncated: the file ends inside a value" if at_end else
                           f"not valid JSON ({exc.msg})", exc.pos if not at_end else None)
             except RecursionError:
@@ -292,6 +327,7 @@ class _JsonWalk:
                     header = _header(self.doc, self.doc.get("_trace", {}))
                     yield header
                 index += 1
+                self.events_read = index
                 yield Where(self.line_at(item[1]), index), item[0]
             elif header is not None:      # an event of a later trace: counted, the caller says so
                 header["other_trace_events"] = header.get("other_trace_events", 0) + 1
@@ -391,6 +427,7 @@ class _Group:
     floor: int = 0                  # the time of the last event written before the group
     rtt_sent_t: int | None = None   # the ACK's largest is newly acknowledged: its send time
     rtt_done: bool = False
+    cwnd_at_loss: int | None = None  # the stack's window as logged when the first loss was
 
 
 class _Unit(list):
@@ -409,7 +446,7 @@ class Importer:
         self.all_spaces = all_spaces
         self.spaces: dict = {}
         self.next_pn = 0
-        self.causality = _Causality()
+        self.causality = Causality()
         self.header = Header(version=2)
         self.header_written = False
         self.t0 = None
@@ -434,6 +471,10 @@ class Importer:
         self.ack_delay_exponent = 3           # RFC 9000 §18.2 default, until the peer says otherwise
         self.last_bif = None                  # ... and its bytes in flight
         self.closed = False
+        self.multipath = False                # a frame of draft-ietf-quic-multipath was logged
+        self.mds_logged = False               # a parameters_set stated max_datagram_size
+        self.string_numbers = False           # qlog draft-00..02: numbers may be strings (qlog_dialects)
+        self.stack_clock = False              # records stamped with the stack's own call time (ngtcp2)
 
     # -- time
     def time_us(self, where: Where, ev: dict, fmt: dict) -> int:
@@ -461,8 +502,15 @@ class Importer:
     # -- records
     def feed(self, where: Where, ev, fmt: dict) -> None:
         self.summary.records += 1
+        if ev == []:
+            # pcap2qlog's draft-01 output ends its events with an empty array (qvis sample
+            # new_cid.qlog): no event, said once
+            self.summary.note(f"an empty event array at line {where.line} (event {where.record}) skipped")
+            return
         if isinstance(ev, list):
             ev = self.array_event(where, ev, fmt)
+        if self.string_numbers:
+            ev = dialects.numbers_from_strings(ev)
         if not isinstance(ev, dict):
             self.fail(where, f"an event must be a JSON object, got {type(ev).__name__}")
         name = ev.get("name")
@@ -471,7 +519,7 @@ class Importer:
         data = ev.get("data", {})
         if not isinstance(data, dict):
             self.fail(where, f'{name}: "data" must be an object')
-        kind = KIND.get(name)
+        kind = KIND.get(dialects.canonical_name(name))
         # picoquic's loglib stamps some events it does not order (transport:packet_dropped
         # with 0 mid-trace, parameters_set after packets): their time is not read
         if not (self.picoquic and kind in (None, "transport_parameters", "recovery_parameters")):
@@ -496,7 +544,8 @@ class Importer:
         elif kind == "key_discarded":
             self.on_key_discarded(where, data)
         elif kind == "transport_parameters":
-            if data.get("owner") == "remote":
+            # qlog 0.3 "owner", the current draft "initiator" (quiche 0.30: quic:parameters_set)
+            if data.get("owner", data.get("initiator")) == "remote":
                 self.on_parameters(where, data, {"max_ack_delay": "max_ack_delay"})
                 if self.picoquic:
                     exponent = data.get("ack_delay_exponent")
@@ -514,11 +563,16 @@ class Importer:
                              "and this trace has none")
         if len(ev) != len(fields):
             self.fail(where, f"an event array has {len(ev)} items, event_fields names {len(fields)}")
-        row = dict(zip(fields, ev))
+        # draft-00 writers name the fields in capitals (quic-trace's converter, qvis's sample
+        # quictrace_example_github.qlog: "CATEGORY", "EVENT_TYPE", "DATA")
+        row = dict(zip((f.lower() if isinstance(f, str) else f for f in fields), ev))
         time = row.get("relative_time", row.get("time"))
         if "relative_time" not in row and "time" not in row:
             self.fail(where, 'event_fields has no "relative_time" (or "time"): the event has no time')
-        return {"time": time, "name": f"{row.get('category')}:{row.get('event')}", "data": row.get("data", {})}
+        name = dialects.array_row_name(row)
+        if name is None:
+            self.fail(where, 'event_fields names no "category" and "event" (or "event_type"): the event has no name')
+        return {"time": time, "name": name, "data": row.get("data", {})}
 
     def picoquic_flavour(self) -> None:
         """picoquic's own qlog (loglib/qlog.c, picoquic 1.1.53.0), where it differs from qlog:
@@ -546,6 +600,7 @@ class Importer:
             value = round(value * 1000) if attr != "max_datagram_size" else int(value)
             if attr == "max_datagram_size":
                 value = min(max(value, 1200), MAX_PACKET_BYTES)
+                self.mds_logged = True
             setattr(self.header, attr, value)
 
     def on_close(self, where: Where) -> None:
@@ -579,6 +634,9 @@ class Importer:
         ptype = header.get("packet_type", data.get("type", data.get("packet_type")))
         if ptype is None:
             self.summary.note("packets without a packet_type are taken as 1RTT")
+            return "1RTT"
+        if ptype == "UNKNOWN" and self.string_numbers:
+            self.summary.note("packets of type UNKNOWN (quic-trace's draft-00 converter) are taken as 1RTT")
             return "1RTT"
         return str(ptype)
 
@@ -617,6 +675,8 @@ class Importer:
         app_limited = False
         if isinstance(frames, list):
             types = {f.get("frame_type") for f in frames if isinstance(f, dict)}
+            if types & dialects.MULTIPATH_FRAMES:
+                self.multipath = True
             if "connection_close" in types:
                 self.on_close(where)
             if types and types <= NOT_IN_FLIGHT_FRAMES:
@@ -632,17 +692,19 @@ class Importer:
         pn = self.pn_of(where, name, data)
         raw = data.get("raw") if isinstance(data.get("raw"), dict) else {}
         header = data.get("header") if isinstance(data.get("header"), dict) else {}
-        size = raw.get("length", header.get("packet_size", data.get("packet_size")))
+        size = dialects.packet_size(data, header, raw)
         if isinstance(size, bool) or not isinstance(size, int):
             self.fail(where, f"{name} of packet {pn} has no packet size: a trace needs data.raw.length "
-                             "(or data.header.packet_size)")
+                             "(or data.header.packet_size, or quinn's data.header.length)")
         size += self.size_overhead
         if not 1 <= size <= MAX_PACKET_BYTES:
             self.fail(where, f"{name} of packet {pn}: size {size} is outside 1..{MAX_PACKET_BYTES}")
         space = self.space_of(ptype)
         if pn <= space.last_pn:
+            multipath = ("; the log has multipath frames (path_ack): packet numbers are per path "
+                         "(draft-ietf-quic-multipath), and a trace holds one path" if self.multipath else "")
             self.fail(where, f"{name}: packet number {pn} is not above the previous one ({space.last_pn}); "
-                             "QUIC packet numbers increase (RFC 9000 §12.3)")
+                             f"QUIC packet numbers increase (RFC 9000 §12.3){multipath}")
         space.last_pn = pn
         trace_pn = pn
         if self.all_spaces:
@@ -687,6 +749,10 @@ class Importer:
     def on_received(self, where: Where, t: int, name: str, data: dict) -> None:
         self.last_was_metrics = False
         frames = data.get("frames")
+        header = data.get("header") if isinstance(data.get("header"), dict) else {}
+        if str(header.get("packet_type", "1RTT")) in APP_SPACE:     # counted for the no-ACK refusal
+            self.summary.received += 1
+            self.summary.received_without_frames += not isinstance(frames, list)
         if not isinstance(frames, list):
             return
         if any(isinstance(f, dict) and f.get("frame_type") == "connection_close" for f in frames):
@@ -759,15 +825,25 @@ class Importer:
         for pn in newly:
             space.lost.discard(pn)
             trace_pns.append(space.sent.pop(pn)[0])
-        delay_us = delay << self.ack_delay_exponent if self.picoquic and isinstance(delay, int) else round(delay * 1000)
+        # ack_delay: ms in qlog 0.3; in qlog draft-00..02 the trace's time_units (aioquic 0.8
+        # writes configuration.time_units "us" and the delay in µs, logger.py encode_ack_frame)
+        unit = self.scale if self.string_numbers else 1000
+        delay_us = delay << self.ack_delay_exponent if self.picoquic and isinstance(delay, int) else round(delay * unit)
         ack = Ack(t, tuple(trace_pns), delay_us, ecn_ce)
         group = self.group
         # An ACK that acknowledges a packet of the group's losses did not reveal them (it
         # would have acknowledged that packet instead): those were the loss timer's, at
         # their own time (aioquic's timer loss logged just before an ACK of the same
         # packets, fixture aioquic-reno-reorder).
-        if (group and group.ack is None and t - group.t <= GROUP_WINDOW_US
-                and not {pn for pn, _ in group.lost} & set(trace_pns)):
+        # And an ACK the stack received after it had already reacted to the losses (its log
+        # shows the window cut between the packet_lost and this packet_received) did not
+        # reveal them either: the stack's own record order says the loss came first, at its
+        # own time (aioquic's loss timer, recovery.py _on_loss_detection_timeout, logged
+        # 0.2 ms before an ACK of other packets; applying the ACK first would grow Reno's
+        # stash before the cut, reno.py:30-38).
+        if (group and group.ack is None and t - group.t <= self.group_window()
+                and not {pn for pn, _ in group.lost} & set(trace_pns)
+                and not self.reacted_to(group)):
             group.ack, group.t, group.ack_where = ack, t, where   # the ACK that revealed the losses
         else:
             self.flush_group()
@@ -780,6 +856,18 @@ class Importer:
         if self.picoquic and space is not self.spaces.get("application"):
             group.unlogged = True
 
+    def group_window(self) -> int:
+        """How far apart a loss and the ACK that revealed it may be logged: kGranularity, or,
+        where each record carries the stack's own call time (ngtcp2, qlog_dialects), the same
+        instant: ngtcp2 logs the packet_lost records of an ACK's loss detection before that
+        ACK's packet_received, at the same ts (ngtcp2_rtb.c:1398 during ngtcp2_conn.c:9787,
+        the record at 9790), and a loss its timer declared at its own ts."""
+        return 0 if self.stack_clock else GROUP_WINDOW_US
+
+    def reacted_to(self, group: _Group) -> bool:
+        """The stack logged its window cut after this group's losses and before now."""
+        return group.cwnd_at_loss is not None and self.state.get("cwnd", group.cwnd_at_loss) < group.cwnd_at_loss
+
     def on_lost(self, where: Where, t: int, name: str, data: dict) -> None:
         self.last_was_metrics = False
         ptype = self.space(where, name, data)
@@ -788,18 +876,20 @@ class Importer:
         space = self.space_of(ptype)
         qlog_pn = self.pn_of(where, name, data)
         if qlog_pn not in space.sent or qlog_pn in space.lost:
+            self.summary.ignored_losses += 1
             self.summary.note(f"packet_lost of a packet not in flight in the trace (first: packet {qlog_pn}, "
                               f"line {where.line}) ignored")
             return
         space.lost.add(qlog_pn)
         pn = space.sent[qlog_pn][0]
         group = self.group
-        if group and t - group.t <= GROUP_WINDOW_US:
+        if group and t - group.t <= self.group_window():
             group.lost.append((pn, where))      # revealed by its ACK (before or after): written before it
         else:
             self.flush_group()
             self.finish_pending(self.state)
-            self.group = _Group(t, where, lost=[(pn, where)], floor=self.unit_t)
+            self.group = _Group(t, where, lost=[(pn, where)], floor=self.unit_t,
+                                cwnd_at_loss=self.state.get("cwnd"))
         if self.picoquic and data.get("trigger") == "timer":
             self.group.timer = True
         # Lost packets stay ackable (a late ACK is a spurious loss, RFC 9438 §4.9).
@@ -836,7 +926,13 @@ class Importer:
         for key, value in data.items():
             name = METRIC_ALIASES.get(key)
             if name and isinstance(value, int) and not isinstance(value, bool):
-                self.state[name] = value
+                if value >= dialects.UNSET_U64:
+                    self.state.pop(name, None)      # quiche logs an unset ssthresh as u64::MAX
+                else:
+                    self.state[name] = value
+        lost = dialects.lost_packet_count(data)
+        if lost is not None:
+            self.summary.stack_lost_packets = lost
         if self.state.get("bytes_in_flight"):
             self.saw_inflight_metrics = True
         self.last_was_metrics = True
@@ -862,6 +958,8 @@ class Importer:
         if group is None or group.ack is None or group.rtt_sent_t is None or group.rtt_done:
             return
         group.rtt_done = True
+        if self.stack_clock:
+            return          # the record's time is the one the stack sampled with (qlog_dialects: ngtcp2)
         latest, min_rtt = data.get("latest_rtt"), data.get("min_rtt")
         if isinstance(latest, bool) or not isinstance(latest, (int, float)) or latest <= 0:
             return
@@ -911,6 +1009,7 @@ class Importer:
 
     def emit(self, unit: _Unit) -> None:
         if not self.header_written:
+            self.datagram_size_from_window()
             self.write("header", self.header)
             self.causality.start(self.header)
             self.header_written = True
@@ -958,6 +1057,19 @@ class Importer:
         if "cwnd" in logged:
             self.last_cwnd = logged["cwnd"]
 
+    def datagram_size_from_window(self) -> None:
+        """max_datagram_size, when the log does not state it, from the stack's first logged
+        window: RFC 9002 §7.2's initial window is min(10 x max_datagram_size, max(14720,
+        2 x max_datagram_size)), so a first window of 10 x s with 1200 <= s <= 1472 says s
+        (quiche 0.30: 13,500 -> 1350; aioquic 0.8.8: 12,800 -> 1280)."""
+        cwnd = self.state.get("cwnd")
+        if self.mds_logged or not isinstance(cwnd, int) or cwnd % 10 or not 1200 <= cwnd // 10 <= 1472:
+            return
+        if cwnd // 10 != self.header.max_datagram_size:
+            self.header.max_datagram_size = cwnd // 10
+            self.summary.note(f"max_datagram_size not logged: {cwnd // 10}, from the first logged window "
+                              f"({cwnd} = 10 x max_datagram_size, RFC 9002 §7.2)")
+
     def collapsed_to_floor(self, events: list, logged: dict) -> bool:
         """Persistent congestion the log shows only by its effect (aioquic logs no event for
         it): losses after which the stack's window is the minimum window, kMinimumWindow = 2 x
@@ -988,6 +1100,22 @@ class Importer:
         if not self.header_written:
             raise QlogError(self.path, None, "no packet of the application data space (1RTT) was sent in this "
                                              "qlog: nothing to import (a trace needs transport:packet_sent)")
+        if not self.summary.acks:
+            # A controller grows and cuts only on acknowledgments (RFC 9002 §7): a trace of
+            # sends alone would "replay" to a meaningless fidelity number, so refuse it.
+            s = self.summary
+            why = (f"; its {s.received_without_frames} packet_received record(s) log no frames (quinn 0.11 "
+                   "logs none), so no acknowledgment can be read" if s.received_without_frames else
+                   f"; none of its {s.received} packet_received record(s) with frames carries an ack frame "
+                   "(the log is the receiver's side? a trace needs the sender's)" if s.received else
+                   "; it has no packet_received record")
+            raise QlogError(self.path, None, f"no ACK of a packet sent in this qlog: nothing acknowledged "
+                                             f"means nothing for a controller to react to{why}")
+        s = self.summary
+        if s.stack_lost_packets > s.lost:
+            s.note(f"the stack's metrics count {s.stack_lost_packets} lost packets, the log names {s.lost} "
+                   "(no packet_lost for the others, e.g. quiche 0.30): the trace lacks those losses, so the "
+                   "adapter never reacts to them and fidelity after the first diverges for that reason")
         self.causality.finish()
         if not self.summary.logged:
             self.summary.note("no recovery:metrics_updated with cwnd / bytes_in_flight: the trace carries "
@@ -1023,6 +1151,11 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
     importer.header.name = title or path.rsplit("/", 1)[-1]
     if title == "picoquic":
         importer.picoquic_flavour()
+    if dialects.stamps_on_stack_clock(vantage):
+        importer.stack_clock = True
+        importer.summary.note("ngtcp2 qlog: each record's time is the stack's own call time (ngtcp2_conn.c:87-93), "
+                              "kept for ACKs; ack_delay and logged RTTs are whole ms (ngtcp2_qlog.c write_duration)")
+    importer.string_numbers = dialects.strings_are_numbers(version)
     # A JSON document may put vantage_point after the events (aioquic does): not known yet then.
     seen = " ".join(str(vantage[k]) for k in ("name", "type") if k in vantage)
     importer.header.comment = (f"imported from qlog {fmt['qlog_version']} by ccdiff import"
@@ -1034,7 +1167,11 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
         if out:
             yield from out
             out.clear()
+    if version is None and not summary.records:
+        raise QlogError(path, None, "not a qlog: a JSON document with no qlog_version (or file_schema) "
+                                    "and no events in traces[0].events")
     if fmt.get("other_trace_events"):
+        summary.other_traces = fmt["other_trace_events"]
         summary.note(f"the file holds more than one trace: only the first was imported "
                      f"({fmt['other_trace_events']} events of the others left out)")
     importer.finish()
@@ -1049,14 +1186,33 @@ def trace_line(ev, where: Where, logged: dict) -> str:
 
 
 def import_qlog(path: str, write, all_spaces: bool = False) -> Summary:
-    """Stream the qlog at path into trace text, one line at a time through write(str)."""
+    """Stream the qlog at path into trace text, one line at a time through write(str).
+
+    The events are spooled to a temporary file and the header written last, so that it
+    can say what the import left out (known only at the end, #34 item 2); memory stays
+    bounded by the spool, not the file."""
+    import tempfile
     summary = Summary()
-    for kind, item in iter_import(path, summary, all_spaces):
-        if kind == "header":
-            write(json.dumps(header_to_dict(item, 2), separators=(", ", ": ")) + "\n")
-        else:
-            write(trace_line(*item))
+    header = None
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        for kind, item in iter_import(path, summary, all_spaces):
+            if kind == "header":
+                header = item
+            else:
+                spool.write(trace_line(*item))
+        with_dropped(header, summary)
+        write(json.dumps(header_to_dict(header, 2), separators=(", ", ": ")) + "\n")
+        spool.seek(0)
+        for line in spool:
+            write(line)
     return summary
+
+
+def with_dropped(header: Header, summary: Summary) -> None:
+    """The header's comment says what the import left out of the trace."""
+    dropped = summary.dropped()
+    if dropped:
+        header.comment += "; left out: " + "; ".join(dropped)
 
 
 class QlogTrace:
@@ -1070,12 +1226,15 @@ class QlogTrace:
         self.summary = Summary()
         self._lines = array("q")
         self.header = None
+        self.logged_metrics: set = set()      # the metrics the stack logs somewhere (fidelity)
         for kind, item in iter_import(path, self.summary, all_spaces):
             if kind == "header":
                 self.header = item
             else:
                 self._lines.append(item[1].line)
+                self.logged_metrics.update(k for k in item[2] if item[2][k] is not None)
         self.n_events = len(self._lines)
+        with_dropped(self.header, self.summary)
         self.reachability, self.lenient_reason = self.summary.reachability, self.summary.lenient_reason
 
     def line_of(self, index: int) -> int:

@@ -184,20 +184,26 @@ def sim_completion(result, scenario) -> str:
 
 
 def sim_rows(result, scenario) -> list:
-    """(label, value) for one closed-loop run, in human units (raw values: --json)."""
+    """(label, value) for one run, closed loop or connection mode, in human units (raw
+    values: --json); a measure the run does not have (a stack that does not expose it,
+    or a closed-loop count a real connection has no name for) shows as —."""
     m = result.metrics
+
+    def shown(key, form=str):
+        return "—" if m.get(key) is None else form(m[key])
     colour = {"pass": "green", "fail": "red", "error": "red"}[result.status]
+    sent = m.get("packets_sent", m.get("datagrams_sent"))
     return [
         ("verdict", f"[{colour}]{result.status.upper()}[/]"),
         ("completion", sim_completion(result, scenario)),
         ("goodput", rate(m["goodput_bytes_per_s"])),
         ("at minimum window", duration(m["min_window_us"])),
-        ("recovery↔avoidance", f"{m['recovery_transitions']}"),
+        ("recovery↔avoidance", shown("recovery_transitions")),
         ("largest cwnd", size(m["max_cwnd"])),
-        ("final cwnd", size(m["final_cwnd"])),
-        ("packets sent/lost", f"{m['packets_sent']} / {m['packets_lost']}"),
-        ("PTOs", f"{m['ptos']}"),
-        ("persistent congestion", f"{m['persistent_congestions']}"),
+        ("final cwnd", shown("final_cwnd", size)),
+        ("packets sent/lost", f"{'—' if sent is None else sent} / {shown('packets_lost')}"),
+        ("PTOs", shown("ptos")),
+        ("persistent congestion", shown("persistent_congestions")),
         ("longest stall", duration(m["max_stall_us"])),
     ]
 
@@ -208,27 +214,71 @@ def print_sim(console, scenario, seed: int, runs: list) -> None:
     results = [run["result"] for run in runs]
     rows = [sim_rows(result, scenario) for result in results]
     labels = [label for label, _ in rows[0]]
-    controls = [r.stack for run, r in zip(runs, results) if run["role"] == "control"]
+    names = [run.get("name", r.stack) for run, r in zip(runs, results)]
+    controls = [name for run, name in zip(runs, names) if run["role"] == "control"]
     beside = f"; controls on the same path and seed: {' and '.join(controls)}" if controls else ""
     print_wrapped(console, f"{scenario.name}, seed {seed}, deadline {duration(scenario.deadline_us)}{beside} "
                            "(oracle: RFC 9438 CUBIC; oracle-reno: RFC 9002 NewReno)")
     # Fixed widths (rich would squeeze a header to "quiche@0.2…"): a run's column is as wide
     # as its label and its values; only the completion sentence and the labels wrap.
     first = max(len(word) for label in labels for word in label.split())
-    widths = [max([len(r.stack), plain_width(row[1][1])]
+    widths = [max([len(name), plain_width(row[1][1])]
                   + [len(Text.from_markup(value).plain) for label, value in row if label != "completion"])
-              for r, row in zip(results, rows)]
+              for name, row in zip(names, rows)]
     for chunk in column_chunks(first, widths, console.width):
         table = Table()
         table.add_column("", width=first)
         for i in chunk:
-            table.add_column(results[i].stack, width=widths[i], no_wrap=False)
+            table.add_column(names[i], width=widths[i], no_wrap=False)
         for n, label in enumerate(labels):
             table.add_row(label, *(rows[i][n][1] for i in chunk))
         console.print(table)
     print_wrapped(console, SIM_TERMS, style="dim")
     for run, result in zip(runs, results):
         if result.reasons and run["role"] == "stack":
-            console.print(f"{result.stack} does not pass:", markup=False, highlight=False)
+            console.print(f"{run.get('name', result.stack)} does not pass:", markup=False, highlight=False)
             for reason in result.reasons:
                 print_wrapped(console, reason, first=INDENT, indent=INDENT * 2)
+
+
+def print_own_events(console, name: str, scenario, seed: int, judged: dict) -> None:
+    """A connection run's own events judged (ccdiff/connection/confirm.py): each finding
+    with the line that says it was reached by the stack's own connection, and how closely
+    the adapter follows the window the stack logged."""
+    print_wrapped(console, f"{name}: its own {judged['events']:,} events (qlog {judged['qlog']}) through "
+                           "the adapter and every invariant:")
+    if not judged["findings"]:
+        print_wrapped(console, "no finding", first=INDENT, indent=INDENT * 2)
+    for f in judged["findings"]:
+        print_wrapped(console, f"{f['status']} {f['invariant']} (x{f['count']}) at event {f['event']}, "
+                               f"t={f['t_us']} us: {f['detail']}", first=INDENT, indent=INDENT * 2)
+        step = f["logged_step"]
+        if step["confirmed"]:
+            why = f"its own logged window makes the same step, {step['stack'][0]} -> {step['stack'][1]}"
+        else:
+            why = (f"but its own logged window here is {step['stack'][0]} -> {step['stack'][1]}, the adapter's "
+                   f"{step['adapter'][0]} -> {step['adapter'][1]}: the adapter's finding, not confirmed")
+        print_wrapped(console, f"reached by the stack's own connection: yes ({scenario.name}, seed {seed}, "
+                               f"event {f['event']}); {why}", first=INDENT * 2, indent=INDENT * 3, style="dim")
+        own = f.get("own_window")
+        if own is not None:
+            print_wrapped(console, f"its own logged window, judged by the same invariant: {f['invariant']} at event "
+                                   f"{own['event']}, t={own['t_us']} us: {own['detail']}",
+                          first=INDENT * 2, indent=INDENT * 3, style="dim")
+        elif not step["confirmed"] and f.get("own_window_judged"):
+            print_wrapped(console, f"its own logged window, judged by the same invariant: no {f['invariant']}",
+                          first=INDENT * 2, indent=INDENT * 3, style="dim")
+    parts = []
+    for metric, m in judged["fidelity"].items():
+        if m["agreement"] is not None:
+            parts.append(f"{metric} {m['agreement']:.1%} of {m['compared']:,} points")
+    if parts:
+        print_wrapped(console, "adapter vs the stack's own logged state (exact match): " + "; ".join(parts),
+                      first=INDENT, indent=INDENT * 2)
+    if judged["reachability"] != "strict":
+        print_wrapped(console, "note: the import marks these events lenient ("
+                               f"{judged['lenient_reason']}). The stack's own connection produced them, so "
+                               "they are reachable; the mark is either the stack's own loss detection "
+                               "departing from RFC 9002 §6.1 or the import misreading its log, one case at a "
+                               "time (docs/connection-mode.md)",
+                      first=INDENT, indent=INDENT * 2, style="dim")

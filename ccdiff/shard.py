@@ -102,18 +102,19 @@ def build_info_identity(recipe, version: str) -> str:
 
 
 def run_identity(stacks: list, scenarios: list, seeds: list, *, traces: str,
-                 timeout_s: float | None, report: bool, qlog_schema: str) -> dict:
+                 timeout_s: float | None, report: bool, qlog_schema: str, mode: str = "closed-loop") -> dict:
     """What every shard of one run must share.  The merge takes report and qlog_schema
     from here: it builds the reports the unsharded run would have built."""
-    from .conform import _target
+    from .labels import labelled_target
     from .provenance import ccdiff_version
     from .stacks import load_recipes
     recipes = load_recipes()
-    targets = [_target(item, recipes) for item in stacks]
+    targets = [labelled_target(item, recipes) for item in stacks]
     return {
         "ccdiff": ccdiff_version(),
         "arguments": {"stacks": list(stacks), "scenarios": [s.name for s in scenarios], "seeds": list(seeds),
-                      "traces": traces, "timeout": timeout_s, "report": bool(report), "qlog_schema": qlog_schema},
+                      "traces": traces, "timeout": timeout_s, "report": bool(report), "qlog_schema": qlog_schema,
+                      **({"mode": mode} if mode != "closed-loop" else {})},
         "scenario_files": [[s.name, scenario_file_sha256(s)] for s in scenarios],
         "stack_builds": [[t.label, build_identity(t)] for t in targets],
     }

@@ -1,128 +1,15 @@
-"""The stacks ccdiff knows: the built-in oracles and implementations/<stack>/stack.toml."""
+"""The stacks ccdiff knows: the built-in oracles and implementations/<stack>/stack.toml.
+
+The recipes themselves and resolving a spec live in ccdiff/recipes.py (below build.py, which
+needs them); this module opens controllers and lists what is built, and re-exports the recipe
+names its many importers take from here."""
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SetupError
-from .paths import build_dir, implementations_dir
-from .spec import Spec, parse_spec
-
-ORACLES = {
-    "oracle": "RFC 9438 CUBIC reference (options: idle=correct|last-send|none, fast_convergence=on|off, "
-              "undo=on|off; variants a profile selects: epoch=ca-start|congestion-event, reno_friendly=max|set, "
-              "ecn=on|off, app_limited=on|off, growth=per-packet|per-ack, recovery=send-time|largest-acked)",
-    "oracle-reno": "RFC 9002 NewReno reference, the control (variants: ecn=on|off, app_limited=on|off, "
-                   "growth=per-packet|per-ack, recovery=send-time|largest-acked)",
-}
-LIBRARY_NAME = "libccdiff_adapter.so"
-PYTHON_ADAPTER_NAME = "ccdiff_adapter.py"   # a language = "python" stack's build (ccdiff/pyadapter.py)
-
-
-@dataclass
-class StackRecipe:
-    name: str
-    folder: Path
-    language: str
-    default_version: str
-    versions: dict            # version -> {"url", "sha256", "subdir"}
-    options: list
-    aliases: dict             # alias -> "key=value,..."
-    description: str = ""
-    loss_applied_with_ack: bool = False  # loss snapshots are provisional (docs/adapters.md)
-    provenance: dict = field(default_factory=dict)   # provenance.toml (ccdiff/provenance.py)
-
-    def build_folder(self, version: str) -> Path:
-        return build_dir() / self.name / version
-
-    @property
-    def artifact_name(self) -> str:
-        """What build.sh leaves in the build folder: the C ABI library, or for a stack
-        whose controller is Python, the adapter module run in process."""
-        return PYTHON_ADAPTER_NAME if self.language == "python" else LIBRARY_NAME
-
-    def library(self, version: str) -> Path:
-        return self.build_folder(version) / self.artifact_name
-
-
-@dataclass
-class Target:
-    """A spec resolved to something that can be opened."""
-    spec: Spec
-    label: str                   # what reports call it, e.g. quiche@0.26.0:idle_fix=off
-    kind: str                    # "oracle" or "native"
-    family: str                  # "cubic" or "reno": which reference oracle it is compared with
-    recipe: StackRecipe | None = None
-    version: str | None = None
-    options: tuple = field(default=())
-
-    @property
-    def options_text(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.options)
-
-
-def load_recipes() -> dict[str, StackRecipe]:
-    recipes = {}
-    root = implementations_dir()
-    for path in sorted(root.glob("*/stack.toml")):
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise SetupError(f"{path}: {exc}") from None
-        versions = {v["version"]: v for v in data.get("versions", [])}
-        recipes[data["name"]] = StackRecipe(
-            name=data["name"], folder=path.parent, language=data.get("language", ""),
-            default_version=data.get("default_version") or next(iter(versions), ""),
-            versions=versions, options=data.get("options", []),
-            aliases=data.get("aliases", {}), description=data.get("description", ""),
-            loss_applied_with_ack=bool(data.get("loss_applied_with_ack", False)),
-            provenance=_load_provenance(path.with_name("provenance.toml")))
-    return recipes
-
-
-def _load_provenance(path: Path) -> dict:
-    """Upstream repository, commit and path per pinned version; {} where there is none."""
-    if not path.exists():
-        return {}
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise SetupError(f"{path}: {exc}") from None
-
-
-def _family(options: tuple) -> str:
-    cc = dict(options).get("cc", "cubic")
-    return "reno" if cc in ("reno", "newreno") else "cubic"
-
-
-def resolve(spec: Spec | str, recipes: dict | None = None) -> Target:
-    if isinstance(spec, str):
-        spec = parse_spec(spec)
-    if spec.name in ORACLES:
-        if spec.version:
-            raise SetupError(f"{spec}: the oracle has no versions")
-        family = "reno" if spec.name == "oracle-reno" else "cubic"
-        return Target(spec, str(spec), "oracle", family, options=spec.options)
-    recipes = load_recipes() if recipes is None else recipes
-    name, options = spec.name, spec.options
-    if name not in recipes:
-        for recipe in recipes.values():
-            if name in recipe.aliases:
-                alias_opts = parse_spec(f"x:{recipe.aliases[name]}").options
-                name, options = recipe.name, alias_opts + options
-                break
-        else:
-            known = sorted(ORACLES) + sorted(recipes) + sorted(a for r in recipes.values() for a in r.aliases)
-            raise SetupError(f"unknown stack {spec.name!r}; known: {', '.join(known)}")
-    recipe = recipes[name]
-    version = spec.version or recipe.default_version
-    if version not in recipe.versions and not version.startswith(("local-", "git-")) \
-            and not (recipe.folder / "registry.toml").exists():
-        raise SetupError(f"{spec}: {name} has no pinned version {version}; pinned: "
-                         f"{', '.join(recipe.versions)} (or build a local checkout with "
-                         f"`ccdiff build {name} --source DIR`)")
-    return Target(spec, str(spec), "native", _family(options), recipe, version, options)
+from .paths import build_dir
+from .recipes import LIBRARY_NAME, ORACLES, PYTHON_ADAPTER_NAME, StackRecipe, Target, load_recipes, resolve
 
 
 def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int):
@@ -197,11 +84,10 @@ def _refuse_stale(target: Target) -> None:
     key = (target.recipe.name, target.version)
     if key in _CURRENT_BUILDS or target.version.startswith(("local-", "git-")):
         return                       # a local checkout (build --source) has no pinned digest
-    from .build import is_stale
-    if is_stale(target.recipe, target.version):
-        raise SetupError(f"{target.recipe.name}@{target.version} was built from an older adapter "
-                         f"(implementations/{target.recipe.name}/ changed since); run: "
-                         f"ccdiff build {target.recipe.name}@{target.version}")
+    from .build import unusable_build
+    reason = unusable_build(target.recipe, target.version)
+    if reason:
+        raise SetupError(reason)
     _CURRENT_BUILDS.add(key)
 
 
@@ -236,9 +122,9 @@ def _open_cubic_oracle(label: str, opts: dict, mds: int, initial_rtt_us: int):
 
 def available() -> list[dict]:
     """Every stack and version, with whether it is built (for `ccdiff stacks`)."""
-    from .build import is_stale
+    from .build import build_state
     from .remote import hello
-    rows = [{"stack": name, "version": "", "built": True, "stale": False, "note": note}
+    rows = [{"stack": name, "version": "", "built": True, "stale": False, "modified": False, "note": note}
             for name, note in ORACLES.items()]
     for recipe in load_recipes().values():
         versions = list(recipe.versions)
@@ -262,7 +148,9 @@ def available() -> list[dict]:
             # temp folder joined every default run silently (issue 30).
             default = version in recipe.versions
             built = version in served if remote is not None else recipe.library(version).exists()
-            stale = remote is None and not version.startswith(("local-", "git-")) and is_stale(recipe, version)
+            state = build_state(recipe, version) if remote is None else "current"
+            # a checkout build has no pinned recipe digest, but its library is checked all the same
+            stale = state == "stale" and not version.startswith(("local-", "git-"))
             supports = ""
             if remote is None and built:
                 from .probe import describe
@@ -271,7 +159,7 @@ def available() -> list[dict]:
             checkout = checkout_source(recipe, version) if remote is None else None
             for name in names:
                 row = {"stack": name, "version": version, "built": built, "stale": stale,
-                       "default": default, "supports": supports if name == recipe.name else "",
+                       "modified": state == "modified", "default": default, "supports": supports if name == recipe.name else "",
                        "note": recipe.aliases.get(name, "") or ", ".join(recipe.options)}
                 if checkout is not None and name == recipe.name:     # an alias: the same build
                     row.update(checkout)
@@ -287,3 +175,9 @@ def checkout_source(recipe: StackRecipe, version: str) -> dict | None:
         return None
     source = build_info(recipe, version).get("source", "")
     return {"source": source, "source_gone": not (source and Path(source).is_dir())}
+
+
+# The recipe names are re-exported: most modules import them from here (ccdiff/recipes.py).
+__all__ = ["LIBRARY_NAME", "ORACLES", "PYTHON_ADAPTER_NAME", "StackRecipe", "Target", "load_recipes", "resolve",
+           "open_controller", "open_adapter", "build_info", "features_of", "oracle_option_values", "available",
+           "checkout_source"]

@@ -14,6 +14,9 @@ One line, first on every finding page and finding.md (issue 15):
   lenient trace only — not reachable as found
                                            the trace has events the stack's own loss
                                            detection would not produce (ccdiff/reach.py)
+  another occurrence of X on S — part of the report on T
+                                           the same (stack, invariant) violation as the primary
+                                           page of a report, on another trace (report/causes.py)
   local build of S@V — compare with its release (`--against S@R`) before filing
                                            a finding on a `build --source` build (named
                                            git-<sha>… or local-<digest>): what a checkout
@@ -39,12 +42,16 @@ UNCHECKED = "new here — upstream tracker not checked yet (check it before fili
 KNOWN = "known upstream"
 DEVIATION = "documented deviation — not a bug report"
 LENIENT = "lenient trace only — not reachable as found"
+# One report per root cause (issue 30 item 7): the same (stack, invariant) violation on other
+# traces of a report is listed on one primary page; the others say where the report is.
+OCCURRENCE = ("another occurrence of {invariant} on {stack} — part of the report on {trace} "
+              "(findings/{id}), not a report of its own")
 LOCAL = "local build of {stack}@{version} — compare with its release (`--against {stack}@{release}`) before filing"
 
 
 @dataclass(frozen=True)
 class Status:
-    kind: str            # new, unchecked, known, fixed, deviation, consequence, lenient, local
+    kind: str            # new, unchecked, known, fixed, deviation, consequence, lenient, local, occurrence
     text: str            # the line shown to the reader
     url: str = ""        # the upstream issue or fix it rests on
     known_id: str = ""

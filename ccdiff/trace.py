@@ -26,6 +26,7 @@ from typing import Iterable, NamedTuple, Union
 
 from .reach import (DEFAULT_MAX_ACK_DELAY_US, loss_detection_failure, persistent_congestion_failure,
                     pto_failure, pto_period_us)
+from .rtt import Rtt
 
 TRACE_VERSION = 2                 # the newest format; a trace without app events is written as 1
 TRACE_VERSIONS = (1, 2)
@@ -206,7 +207,7 @@ def _check_pns_total(items: list, fail) -> None:
             fail(f'"pns" names more than {MAX_PNS_PER_EVENT} packets in one event')
 
 
-class _Causality:
+class Causality:
     """Tracks packets so that impossible events are rejected at their line."""
 
     def __init__(self):
@@ -225,7 +226,6 @@ class _Causality:
 
     def start(self, header: Header) -> None:
         # The trace's own RFC 9002 §5 estimate, as the ledger computes it, for §7.6.2.
-        from .ledger import Rtt   # ledger imports this module
         self.rtt = Rtt(header.initial_rtt_us)
         self.max_ack_delay = header.max_ack_delay
         self.first_sample_t = None
@@ -239,6 +239,8 @@ class _Causality:
         self.pto_deadline = None            # when the PTO timer expires; None: nothing in flight
         self.pto_period = self.pto_period_now()   # PTO x 2^pto_count, moved by ACKs and probes
         self.lenient_reason = ""            # the first line that makes the trace lenient
+        self.event_index = -1               # of the event being checked
+        self.probes: list = []              # indices of the sends the PTO timer made (probe_sends)
 
     def index(self, pn: int) -> int:
         """Position of packet pn in send order, -1 if it was never sent."""
@@ -306,6 +308,7 @@ class _Causality:
         return self.acked.find(1, i, j) >= 0
 
     def check(self, ev, fail, line: int = 0) -> None:
+        self.event_index += 1
         if ev.t < self.last_t:
             fail(f"time goes backwards: t={ev.t} after t={self.last_t}")
         kind = type(ev)
@@ -408,6 +411,7 @@ class _Causality:
         if reason:
             self.note_lenient(line, reason)
         elif type(ev) is Sent:
+            self.probes.append(self.event_index)
             self.pto_count += 1               # this send is the probe (RFC 9002 A.9)
             self.pto_period = self.pto_period_now()
 
@@ -488,7 +492,7 @@ def _parse_event(obj, fail, version: int = TRACE_VERSION):
     return PersistentCongestion(t)
 
 
-def read_lines(lines: Iterable[str], source: str, causality: "_Causality"):
+def read_lines(lines: Iterable[str], source: str, causality: "Causality"):
     """Parse and validate as a stream: yields the Header, then (line, event) for each event.
 
     Nothing is kept but what the causality checks need, so a trace of any length is read
@@ -538,11 +542,11 @@ def _unique_keys(pairs: list) -> dict:
 
 def parse_lines(lines: Iterable[str], source: str = "<trace>") -> Trace:
     """Parse and validate a trace; raises TraceError naming source and line."""
-    causality = _Causality()
+    causality = Causality()
     return _collect(read_lines(lines, source, causality), causality, source)
 
 
-def _collect(reader, causality: _Causality, source: str) -> Trace:
+def _collect(reader, causality: Causality, source: str) -> Trace:
     """The whole trace in memory, from read_lines or read_file."""
     header = next(reader)
     events, event_lines = [], []
@@ -550,17 +554,17 @@ def _collect(reader, causality: _Causality, source: str) -> Trace:
         events.append(ev)
         event_lines.append(lineno)
     causality.finish()
-    return Trace(header, events, source, event_lines, *_reachability(causality))
+    return Trace(header, events, source, event_lines, *reachability_of(causality))
 
 
-def _reachability(causality: _Causality) -> tuple:
+def reachability_of(causality: Causality) -> tuple:
     return ("lenient", causality.lenient_reason) if causality.lenient_reason else ("strict", "")
 
 
 def judge_reachability(trace: Trace) -> Trace:
     """Fill trace.reachability for a trace built in memory (decoder, simulator); returns it."""
     if trace.reachability is None:
-        causality = _Causality()
+        causality = Causality()
         causality.start(trace.header)
         for index, ev in enumerate(trace.events):
             line = trace.line_of(index)
@@ -568,8 +572,18 @@ def judge_reachability(trace: Trace) -> Trace:
                 raise TraceError(trace.source, _line, reason)
             causality.check(ev, fail, line)
         causality.finish()
-        trace.reachability, trace.lenient_reason = _reachability(causality)
+        trace.reachability, trace.lenient_reason = reachability_of(causality)
     return trace
+
+
+def probe_sends(trace: Trace) -> frozenset:
+    """The indices of `trace`'s sends that the PTO timer made (RFC 9002 §6.2.4 probes), as
+    the validator's causality pass finds them; the trace is valid (parsed or built so)."""
+    causality = Causality()
+    causality.start(trace.header)
+    for index, ev in enumerate(trace.events):
+        causality.check(ev, lambda reason: None, trace.line_of(index))
+    return frozenset(causality.probes)
 
 
 def parse_trace_text(text: str, source: str = "<string>") -> Trace:
@@ -578,11 +592,11 @@ def parse_trace_text(text: str, source: str = "<string>") -> Trace:
 
 def load_trace(path: str) -> Trace:
     """Read a trace file; unreadable or non-UTF-8 files become TraceError too."""
-    causality = _Causality()
+    causality = Causality()
     return _collect(read_file(path, causality), causality, path)
 
 
-def read_file(path: str, causality: _Causality):
+def read_file(path: str, causality: Causality):
     """read_lines over a file: yields the Header, then (line, event); unreadable or
     non-UTF-8 files become TraceError too."""
     if "\0" in path:   # open() would raise ValueError, not OSError

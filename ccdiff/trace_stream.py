@@ -16,7 +16,7 @@ import tempfile
 from array import array
 from bisect import bisect_right
 
-from .trace import TraceError, _Causality, _reachability, read_file
+from .trace import Causality, TraceError, reachability_of, read_file
 
 
 class StreamedTrace:
@@ -25,7 +25,7 @@ class StreamedTrace:
 
     def __init__(self, path: str):
         self.source = path
-        causality = _Causality()
+        causality = Causality()
         reader = read_file(path, causality)
         self.header = next(reader)
         # An event's line is its index plus an offset that changes only after a blank line:
@@ -39,7 +39,7 @@ class StreamedTrace:
             count += 1
         causality.finish()
         self.n_events = count
-        self.reachability, self.lenient_reason = _reachability(causality)
+        self.reachability, self.lenient_reason = reachability_of(causality)
 
     def line_of(self, index: int) -> int:
         if not 0 <= index < self.n_events:
@@ -49,7 +49,7 @@ class StreamedTrace:
     def stream(self):
         """The events again, from the file, validated again: a file changed since the
         first pass fails at its line instead of replaying something else."""
-        reader = read_file(self.source, _Causality())
+        reader = read_file(self.source, Causality())
         next(reader)
         count = 0
         for _, ev in reader:

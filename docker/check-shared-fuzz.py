@@ -6,7 +6,8 @@
   - each finding stored once: every signature is one folder, its finding.json
     naming that same signature and the engine in found_by, nothing else beside them,
     nothing left half-published in .staging/;
-  - the workers found quiche@0.26.0's future-recovery-start.
+  - every finding judged (finding.json "status"), and the workers found quiche@0.26.0's
+    future-recovery-start, which is never judged new (fixed upstream in 0.26.1).
 
     check-shared-fuzz.py STACK_DIR N     exit 0 ok, 1 with what is wrong
 """
@@ -16,6 +17,8 @@ import sys
 from pathlib import Path
 
 SYNC = re.compile(r",sync:([^,]+),")
+# ccdiff/status.py's kinds, as fuzzing/verdicts.py writes them into finding.json
+STATUSES = ("new", "unchecked", "known", "fixed", "consequence", "lenient", "local", "gone")
 
 
 def check(folder: Path, workers: int) -> list:
@@ -43,6 +46,10 @@ def check(folder: Path, workers: int) -> list:
             problems.append(f"{info}: signature {data['invariant']}--{data['shape']} stored as {entry.name}")
         if data["found_by"] != ["afl"]:
             problems.append(f"{info}: found_by {data['found_by']}, expected ['afl']")
+        if data.get("status") not in STATUSES:
+            problems.append(f"{info}: status {data.get('status')!r}, expected one of {', '.join(STATUSES)}")
+        elif entry.name.startswith("future-recovery-start--") and data["status"] in ("new", "unchecked"):
+            problems.append(f"{info}: the death spiral's root cause, fixed in 0.26.1, judged {data['status']}")
         signatures.append(entry.name)
     staging = folder / ".staging"
     if staging.is_dir() and any(staging.iterdir()):

@@ -67,7 +67,7 @@ python3 - "$reports/matrix.json" <<'PY' || fail "the compose matrix is missing e
 import json, sys
 doc = json.load(open(sys.argv[1]))
 stacks = set(doc["stacks"])
-for s in ("quiche@0.26.0", "quiche@0.30.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0", "quinn@0.11.19", "aioquic@1.7.2", "linux@6.1", "linux@6.12", "s2n-quic@0.91.0"):
+for s in ("quiche@0.26.0", "quiche@0.30.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0", "quinn@0.11.19", "aioquic@1.7.2", "linux@6.1", "linux@6.12", "s2n-quic@0.91.0", "msquic@2.5.1"):
     assert s in stacks, f"{s} not served by the containers"
 assert not doc["errors"], doc["errors"]
 assert any(f["stack"] == "quiche@0.26.0" and f["invariant"] == "future-recovery-start" for f in doc["findings"])
@@ -75,7 +75,7 @@ print(f"compose matrix == native matrix: {len(doc['stacks'])} stacks, {len(doc['
 PY
 
 # Hardening, as running: adapters read-only, no capabilities, non-root, internal network only.
-for svc in quiche ngtcp2 picoquic quinn aioquic linux s2n-quic; do
+for svc in quiche ngtcp2 picoquic quinn aioquic linux s2n-quic msquic; do
   id=$("${COMPOSE[@]}" ps -q "$svc")
   [ -n "$id" ] || fail "adapter service $svc is not running"
   got=$(docker inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.Config.User}} {{.HostConfig.Memory}}' "$id")
@@ -103,7 +103,12 @@ ids=$("${COMPOSE[@]}" --profile fuzz ps -q fuzz-afl)
 [ "$(echo "$ids" | wc -w)" -eq 2 ] || fail "expected 2 fuzz-afl workers, got: $ids"
 for id in $ids; do
   got=$(docker inspect -f '{{.State.ExitCode}} {{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.HostConfig.NetworkMode}} {{.Config.User}}' "$id")
-  [ "$got" = "1 true [ALL] none 10001:10001" ] || { tail -40 "$reports/fuzz.log"; fail "fuzz worker $id: $got (expected exit 1: findings)"; }
+  # exit 1 only when a strict, new finding is stored (quiche 0.26.0's root cause is fixed
+  # upstream: 0 is as right); the findings themselves are checked below
+  case "$got" in
+    "0 true [ALL] none 10001:10001"|"1 true [ALL] none 10001:10001") ;;
+    *) tail -40 "$reports/fuzz.log"; fail "fuzz worker $id: $got (expected exit 0 or 1, read-only, no capabilities, no network, user 10001)";;
+  esac
 done
 python3 docker/check-shared-fuzz.py "$findings/quiche@0.26.0" 2 || { tail -40 "$reports/fuzz.log"; fail "fuzz profile: shared corpus / findings"; }
 

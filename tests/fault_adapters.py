@@ -3,7 +3,7 @@
 `faulty` is built with gcc into a private CCDIFF_HOME.  Option `fault=` picks
 what happens at t >= `at` microseconds (default 50 ms): crash (segfault),
 opencrash (a segfault in ccd_open, before any event),
-hang (sleeps forever), garbage (a NaN/zero snapshot), refuse (ccd_step < 0),
+hang (sleeps forever), leak (keeps 4 MiB more on every event), garbage (a NaN/zero snapshot), refuse (ccd_step < 0),
 or none (a well-behaved fixed window).
 """
 import subprocess
@@ -23,7 +23,7 @@ typedef struct { char fault[16]; int64_t at; } faulty;
 
 uint32_t ccd_abi_version(void) { return CCD_ABI_VERSION; }
 const char *ccd_describe(void) {
-  return "faulty 1.0 (misbehaves on purpose); options: fault=crash|opencrash|hang|garbage|refuse|none, at=US";
+  return "faulty 1.0 (misbehaves on purpose); options: fault=crash|opencrash|hang|leak|garbage|refuse|none, at=US";
 }
 void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) {
   faulty *f = calloc(1, sizeof *f);
@@ -46,6 +46,7 @@ int ccd_step(void *ctl, const ccd_event *ev, ccd_snapshot *out) {
   if (late && !strcmp(f->fault, "crash")) { volatile int *p = 0; *p = 1; }
   if (late && !strcmp(f->fault, "hang")) { for (;;) sleep(1); }
   if (late && !strcmp(f->fault, "refuse")) return -1;
+  if (late && !strcmp(f->fault, "leak")) { size_t n = 4u << 20; memset(malloc(n), 1, n); }
   memset(out, 0, sizeof *out);
   out->cwnd = 12000; out->ssthresh = CCD_NONE; out->bytes_in_flight = ev->bytes_in_flight;
   out->recovery_start_us = CCD_NO_TIME; out->epoch_start_us = CCD_NO_TIME;

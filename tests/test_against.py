@@ -84,7 +84,8 @@ def test_the_same_code_under_another_name_differs_nowhere(tmp_path):
     out = tmp_path / "m.json"
     done = ccdiff("matrix", *EXAMPLES, "--stack", f"{NEW}:cc=cubic", "--against", NEW, "--json", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(out.read_text())["against"][f"{NEW}:cc=cubic"] == {"baseline": NEW, "new": [], "differs": []}
+    assert json.loads(out.read_text())["against"][f"{NEW}:cc=cubic"] == {"baseline": NEW, "new": [], "consequences": [],
+                                                                           "differs": []}
 
 
 def test_conform_against_the_fixed_release_reports_new_violations_and_pairs_the_reno_aliases(tmp_path):
@@ -120,3 +121,37 @@ def test_a_wrong_against_is_a_setup_error(args, says, tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert says in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_divergence_after_a_shared_violation_is_its_consequence_not_new():
+    """Issue #30 item 10: a divergence that follows a violation the baseline shares on the same
+    trace is that violation's consequence."""
+    findings = [{"stack": "base", "trace": "a", "invariant": "excess-reduction", "status": "violation", "event_index": 5},
+                {"stack": "cand", "trace": "a", "invariant": "excess-reduction", "status": "violation", "event_index": 5},
+                {"stack": "cand", "trace": "a", "invariant": "trajectory-divergence", "status": "violation",
+                 "event_index": 9},
+                {"stack": "cand", "trace": "b", "invariant": "trajectory-divergence", "status": "violation",
+                 "event_index": 9}]
+    result = new_in_matrix({"findings": findings, "differences": []}, [("cand", "base")])["cand"]
+    assert [f["trace"] for f in result["new"]] == ["b"]
+    assert [f["trace"] for f in result["consequences"]] == ["a"]
+
+
+def test_conform_against_judges_a_new_violation_on_the_candidates_own_trace(tmp_path):
+    """Issue #30 item 10: the closed loop of a changed build makes inputs the baseline's own loop
+    never made.  quiche 0.30.0 with HyStart++ off diverges on persistent-congestion, where 0.30.0's
+    own loop does not; but replaying the candidate's own trace, 0.30.0 also ignores the persistent
+    congestion there (cloudflare/quiche#2680) and the divergence follows it: shared, not new."""
+    out = tmp_path / "out"
+    candidate = f"{NEW}:hystart=off"
+    done = ccdiff("conform", "--stacks", candidate, "--against", NEW, "--scenarios", "persistent-congestion",
+                  "--seeds", "1", "--no-report", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    against = json.loads((out / "summary.json").read_text())["against"][candidate]
+    assert against["new"] == [] and against["reshuffled"] == []
+    (shared,) = against["shared"]
+    assert shared["invariant"] == "trajectory-divergence"
+    assert shared["why"].startswith("it follows persistent-congestion-ignored at event ")
+    assert shared["why"].endswith(f", which {NEW} shares on this trace")
+    said = " ".join(done.stdout.split())
+    assert "0 new violations, 0 reshuffled" in said and f"1 shared ({NEW} makes it too" in said

@@ -20,7 +20,7 @@ def test_run_all_quick_measures_every_part_in_one_table(tmp_path):
     done = run("run_all.py", "--quick", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(next(tmp_path.glob("bench-*-quick.json")).read_text())
-    assert set(doc["parts"]) == {"oracle", "adapters", "fuzz", "ttf", "conform", "memory"}
+    assert set(doc["parts"]) == {"oracle", "adapters", "fuzz", "ttf", "conform", "connection", "memory"}
     assert doc["machine"]["nproc"] >= 1 and doc["machine"]["cpu_model"]
     parts = doc["parts"]
     assert parts["oracle"]["alone"] > 0 and parts["oracle"]["checked"] > 0
@@ -37,6 +37,8 @@ def test_run_all_quick_measures_every_part_in_one_table(tmp_path):
     conform = parts["conform"]
     assert conform["runs"] == conform["stacks"] >= 2 and conform["totals"]["errors"] == 0
     assert conform["simulated_s"] > 0 and conform["main_max_rss_mb"] > 0 and conform["worker_max_rss_mb"] > 0
+    (connection,) = parts["connection"]
+    assert connection["stack"] == "aioquic" and connection["runs"] == 1 and connection["simulated_s"] > 0
     memory = parts["memory"]
     assert [r["command"] for r in memory] == ["validate", "replay oracle", "matrix (every built stack)"]
     assert all(r["exit"] in (0, 1) and r["peak_mb"] > 0 and r["events"] == 20_000 for r in memory), memory

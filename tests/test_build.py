@@ -4,7 +4,7 @@ import io
 import json
 import tarfile
 
-from ccdiff.build import ensure_built, is_stale, recipe_digest
+from ccdiff.build import build_state, ensure_built, is_stale, recipe_digest, sha256_of
 from ccdiff.stacks import load_recipes
 
 from .test_planted_bugs import pristine_source  # noqa: F401  (the pinned ngtcp2 tree, unpacked)
@@ -54,8 +54,14 @@ def test_an_adapter_edit_makes_the_build_stale_and_ensure_built_rebuilds_it(tmp_
     (out / "times-built").write_text("")
     ensure_built("tiny")
     assert (out / "times-built").read_text() == "built\n" and not is_stale(recipe, "1.0")
+    library = out / "libccdiff_adapter.so"
+    assert json.loads((out / "build-info.json").read_text())["library_sha256"] == sha256_of(library)
     ensure_built("tiny")                                    # current now: not built again
     assert (out / "times-built").read_text() == "built\n"
+    library.write_bytes(library.read_bytes() + b"\0")        # not the file the build wrote
+    assert build_state(recipe, "1.0") == "modified" and is_stale(recipe, "1.0")
+    ensure_built("tiny")                                    # so it is built again
+    assert (out / "times-built").read_text() == "built\nbuilt\n" and build_state(recipe, "1.0") == "current"
     (tmp_path / "implementations" / "include" / "ccdiff_adapter.h").write_text("/* ABI v2 */\n")
     assert is_stale(recipe, "1.0")                          # the ABI header counts too
 

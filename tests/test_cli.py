@@ -167,8 +167,13 @@ def test_scenarios_prints_whole_descriptions_wrapped_and_indented(monkeypatch, c
         assert f"\n{name}\n" in f"\n{out}"
         words = " ".join(load_scenario(name).purpose.split())
         assert words in " ".join(out.split()), name
-    # every line is a name or an indented line of its description
-    names = set(ALL_SCENARIOS)
+    # every line is a name or an indented line of its description; the connection-mode
+    # scenarios (scenarios/connection/) come after the catalog, marked
+    from ccdiff.sim.scenario import connection_scenarios
+    assert connection_scenarios() == ["death-spiral-loopback"]
+    assert out.index("\ndeath-spiral-loopback\n    (connection mode, scenarios/connection/)") > \
+        out.index(f"\n{ALL_SCENARIOS[-1]}\n")
+    names = set(ALL_SCENARIOS + connection_scenarios())
     assert all(line in names or line.startswith("    ") for line in out.splitlines())
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ("quiche", "ngtcp2", "picoquic", "quinn", "aioquic", "linux", "s2n-quic")
+ADAPTERS = ("quiche", "ngtcp2", "picoquic", "quinn", "aioquic", "linux", "s2n-quic", "msquic")
 
 
 def services() -> dict:

@@ -109,10 +109,18 @@ def s2n_quic_members(src: Path) -> set[str]:
     return set(re.findall(r"^\s*fn (\w+)", body, re.M))
 
 
+def msquic_members(src: Path) -> set[str]:
+    """The callbacks of msquic's QUIC_CONGESTION_CONTROL table (`(*name)(`; Name and the
+    algorithm state are not entry points)."""
+    h = (src / "src" / "core" / "congestion_control.h").read_text()
+    body = _block(h, "typedef struct QUIC_CONGESTION_CONTROL {", "} QUIC_CONGESTION_CONTROL;")
+    return set(re.findall(r"\(\*(\w+)\)\s*\(", body))
+
+
 PARSERS = {"picoquic": picoquic_members, "ngtcp2": ngtcp2_members,
            "quiche": quiche_members, "quinn": quinn_members,
            "aioquic": aioquic_members, "linux": linux_members,
-           "s2n-quic": s2n_quic_members}
+           "s2n-quic": s2n_quic_members, "msquic": msquic_members}
 
 
 # ---- the document --------------------------------------------------------------------
@@ -200,7 +208,8 @@ def names_for(row: dict) -> list[str]:
 
 
 STACKS = {"picoquic": ["1.1.53.0"], "ngtcp2": ["1.25.0"], "quiche": ["0.26.0", "0.30.0"],
-          "quinn": ["0.11.19"], "aioquic": ["1.7.2"], "linux": ["6.1", "6.12"], "s2n-quic": ["0.91.0"]}
+          "quinn": ["0.11.19"], "aioquic": ["1.7.2"], "linux": ["6.1", "6.12"], "s2n-quic": ["0.91.0"],
+          "msquic": ["2.5.1"]}
 
 
 def test_every_stack_has_a_table_for_its_pinned_versions():

@@ -12,6 +12,7 @@ from .fault_adapters import install_faulty_stack
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = str(REPO / "examples" / "death-spiral.jsonl")   # runs to t = 350 ms
+SCENARIO = str(REPO / "scenarios" / "death-spiral.toml")
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +99,52 @@ print(sorted(triage.stored))
     assert proc.stdout.strip() == "['native-crash--signal-11']"
 
 
+def test_fuzz_triage_survives_a_crash_its_harness_did_not_show(home, tmp_path):
+    """msquic's case (issue #32/#35): the harness stops at the first violation and exits
+    normally, but ccdiff's replay goes on and the stack dies in its native code (there:
+    SIGFPE after cwnd = 0).  Replayed in ccdiff's process, that ended the campaign (exit
+    136) with the later inputs untriaged and no report.  Now the crash is stored as
+    native-crash--signal-11 with a minimized reproducer that still kills the stack, the next
+    input is triaged, and the report (its replays isolated) is written."""
+    harness = tmp_path / "harness.sh"
+    harness.write_text("#!/bin/sh\ncat > /dev/null\nexit 0\n")       # the harness sees nothing wrong
+    harness.chmod(0o755)
+    crash = tmp_path / "id:000000,sig:06"
+    crash.write_bytes(bytes([0, 0x80, 0, 0x80, 0, 0x80, 1, 0xFF, 0, 0x80, 0, 0x80]))  # 3 sends; 2 at 32 s
+    calm = tmp_path / "id:000001,sig:06"
+    calm.write_bytes(bytes([0, 0x80]))                               # one send at t = 0
+    spec = "faulty:fault=crash,at=100000"
+    script = f"""
+from pathlib import Path
+from types import SimpleNamespace
+from ccdiff.fuzzing.command import _triage_files
+from ccdiff.fuzzing.conclude import write_report as _report
+from ccdiff.fuzzing.crash_guard import crash_signal
+from ccdiff.fuzzing.triage import Triage
+from ccdiff.encoding import decode
+from ccdiff.replay import replay
+from ccdiff.trace import load_trace
+triage = Triage(Path({str(tmp_path / "findings")!r}), {spec!r}, {spec!r})
+campaign = SimpleNamespace(exe=Path({str(harness)!r}), direct_env={{}})
+_triage_files(triage, [Path({str(crash)!r}), Path({str(calm)!r})], "afl", set(), campaign)
+stored = triage.stored["native-crash--signal-11"]
+small = load_trace(str(stored.folder / "reproducer.jsonl"))
+print(len(decode(Path({str(crash)!r}).read_bytes()).events), len(small.events))
+print(crash_signal(lambda: replay(small, [{spec!r}])))
+print(sorted(triage.seen_inputs) == sorted([Path({str(crash)!r}).read_bytes(), Path({str(calm)!r}).read_bytes()]))
+_report(triage)
+print((triage.folder / "report" / "index.html").is_file())
+"""
+    env = dict(os.environ, CCDIFF_HOME=str(home), CCDIFF_BUILD_DIR=str(home / "build"), PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sizes, signal_number, both, report = proc.stdout.strip().splitlines()
+    found, kept = map(int, sizes.split())
+    assert kept < found                   # minimized, each candidate replayed in a child
+    assert signal_number == "11"          # and it still kills the stack
+    assert both == "True" and report == "True"
+
+
 def processes_of(home) -> list:
     """PIDs of live processes started for this home (their environment names it)."""
     marker = f"CCDIFF_HOME={home}".encode() + b"\0"
@@ -176,3 +223,37 @@ def test_a_crash_while_opening_is_a_finding_and_the_other_stacks_stand(home):
         error = found[("faulty:fault=opencrash", "adapter-error")]
         assert error["detail"].startswith("open: ") and "crashed?" in error["detail"]
         assert ("oracle:idle=last-send", "future-recovery-start") in found
+
+
+def test_a_stack_that_grows_without_end_is_stopped_by_the_memory_bound(home):
+    """Issue #32: a run's memory is bounded.  `sim` stops itself (exit 2, the bound named);
+    in `conform` the case is killed from the parent and is that stack's error, and the run
+    goes on (the oracle's case beside it passes)."""
+    proc = ccdiff(home, "sim", SCENARIO, "--stack", "faulty:fault=leak,at=0", "--memory-limit", "300")
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "above the bound of 300 MiB (--memory-limit)" in last and "Traceback" not in proc.stderr, last
+    out = home / "leak-conform"
+    proc = ccdiff(home, "conform", "--scenarios", SCENARIO, "--seeds", "1", "--no-report",
+                  "--stacks", "oracle,faulty:fault=leak,at=0", "--memory-limit", "300", "--out", str(out))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    cases = {c["stack"]: c for c in json.loads((out / "summary.json").read_text())["cases"]}
+    leaking = cases["faulty:fault=leak,at=0"]
+    assert leaking["status"] == "error", leaking
+    assert any("above the bound of 300 MiB" in r for r in leaking["reasons"]), leaking["reasons"]
+    assert cases["oracle"]["status"] != "error"
+
+
+@pytest.mark.parametrize("args", [
+    ["sim", SCENARIO, "--stack", "faulty:fault=crash"],
+    ["minimize", TRACE, "--stack", "faulty:fault=crash", "--invariant", "adapter-error"],
+    ["check-harness", "--stack", "faulty:fault=crash", TRACE],
+])
+def test_a_crash_in_a_command_without_isolation_is_named_as_the_stacks_finding(home, args):
+    """Issue #32: a segfault in a stack ended sim (and minimize, check-harness) with exit 139
+    and no word; it is that stack's crash, a finding: exit 1 and one line naming it."""
+    proc = ccdiff(home, *args)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-500:])
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"adapter-error: a stack's native code crashed the {args[0]} process (SIGSEGV): "
+                           "faulty:fault=crash."), last

@@ -55,15 +55,16 @@ def test_prebuilt_harness_is_used_without_building(tmp_path, monkeypatch):
     fake library and executable would not survive a rebuild's checks otherwise)."""
     monkeypatch.setenv("CCDIFF_FUZZ_BUILD_DIR", str(tmp_path))
     target = resolve("quiche@0.26.0")
-    out = tmp_path / "quiche" / "0.26.0" / "sancov"
+    out = tmp_path / "quiche" / "0.26.0" / "sancov-afl"   # AFL++'s Rust build (no trace-compares)
     out.mkdir(parents=True)
     (out / "libccdiff_adapter.so").write_text("prebuilt")
-    knobs = {"CCDIFF_SANITIZE": "0", "RUSTFLAGS": '--cfg=ccdiff_sancov="quiche,ccdiff_adapter"',
-             "CCDIFF_SANCOV_RUSTFLAGS": harness_module.RUST_SANCOV, "CCDIFF_SANCOV_CRATES": "quiche ccdiff_adapter",
+    knobs = {"CCDIFF_SANITIZE": "0",
+             "RUSTFLAGS": harness_module.sancov_cfg("quiche ccdiff_adapter", harness_module.RUST_SANCOV_AFL),
+             "CCDIFF_SANCOV_RUSTFLAGS": harness_module.RUST_SANCOV_AFL, "CCDIFF_SANCOV_CRATES": "quiche ccdiff_adapter",
              "CARGO_BUILD_TARGET": "x86_64-unknown-linux-gnu", "recipe": recipe_digest(target.recipe)}
     (out / "build-knobs.json").write_text(json.dumps(knobs, sort_keys=True))
     driver = harness_module.driver_dir()
-    sources = [driver / s for s in harness_module.DRIVER_SOURCES] + [driver / "fz_main.c"]
+    sources = [driver / s for s in harness_module.STAMP_SOURCES]
     stamp = {"library": str(out / "libccdiff_adapter.so"), "sources": {s.name: s.stat().st_mtime_ns for s in sources},
              "recipe": harness_module.HARNESS_RECIPE}
     (out / "harness-afl").write_text("prebuilt")
@@ -89,7 +90,7 @@ def test_workers_finishing_together_write_one_whole_report(tmp_path):
     reproducer = ROOT / "fuzz" / "reproducers" / "quiche-future-recovery-start.bin"
     triage = Triage(tmp_path, "quiche@0.26.0", "quiche@0.26.0")
     assert len(triage.add_input(reproducer.read_bytes(), "afl")) == 1
-    script = ("import sys; from pathlib import Path; from ccdiff.fuzzing.command import _report; "
+    script = ("import sys; from pathlib import Path; from ccdiff.fuzzing.conclude import write_report as _report; "
               "from ccdiff.fuzzing.triage import Triage; "
               "_report(Triage(Path(sys.argv[1]), 'quiche@0.26.0', 'quiche@0.26.0'))")
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, stderr=subprocess.PIPE,

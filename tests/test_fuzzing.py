@@ -47,6 +47,13 @@ def run_harness(exe, data: bytes, spec: str, **env):
                           capture_output=True, timeout=60)
 
 
+def exits_on_strict_new_only(returncode: int, out: str) -> None:
+    """A fuzz run exits 1 exactly when a stored finding is a strict bug report (issue #30's
+    one vocabulary: a nightly fails only on strict, new ones), as its summary counts them."""
+    strict_new = int(re.search(r"; (\d+) strict and new", out).group(1))
+    assert returncode == (1 if strict_new else 0), out[-3000:]
+
+
 def test_durations():
     assert [parse_duration(t) for t in ("90", "90s", "10m", "1h", "1m30s", "2.5s")] == [90, 90, 600, 3600, 90, 2.5]
     for bad in ("", "abc", "10x", "m"):
@@ -86,9 +93,11 @@ def test_quiche_harness_aborts_on_stored_reproducer(engine):
 
 def _calls_guard(path: Path) -> bool:
     """PATH (an object or archive) is coverage-instrumented: it registers sancov guards (the
-    sancov pass, and AFL++'s PCGUARD pass, which also bumps __afl_area_ptr inline)."""
+    sancov pass, and AFL++'s PCGUARD pass, which also bumps __afl_area_ptr inline) or inline
+    8-bit counters (the Rust stacks' AFL++ build)."""
     symbols = subprocess.run(["nm", "-u", str(path)], capture_output=True, text=True, check=True).stdout.split()
-    return "__sanitizer_cov_trace_pc_guard_init" in symbols or "__afl_area_ptr" in symbols
+    return any(s in symbols for s in ("__sanitizer_cov_trace_pc_guard_init", "__afl_area_ptr",
+                                      "__sanitizer_cov_8bit_counters_init"))
 
 
 def test_instrumentation_covers_the_stack_not_the_driver_or_dependencies():
@@ -102,8 +111,45 @@ def test_instrumentation_covers_the_stack_not_the_driver_or_dependencies():
     assert not _calls_guard(newest("liblibm-*.rlib")) and not _calls_guard(newest("libsmallvec-*.rlib"))
     for engine in ("afl", "honggfuzz"):
         objects = sorted((harness(resolve("ngtcp2"), engine).parent / f"harness-{engine}-driver").glob("*.o"))
-        assert [o.name for o in objects] == ["fz_check.o", "fz_decode.o", "fz_harness.o", "fz_ledger.o"]
-        assert not any(_calls_guard(o) for o in objects)
+        # AFL++'s harness also has fz_counters.o, which folds the Rust stacks' counters into
+        # AFL++'s map (it names the map and the guard allocator; it has no edges of its own).
+        counters = ["fz_counters.o"] if engine == "afl" else []
+        assert [o.name for o in objects] == sorted(["fz_check.o", "fz_decode.o", "fz_harness.o", "fz_ledger.o",
+                                                    *counters])
+        assert not any(_calls_guard(o) for o in objects if o.name not in counters)
+
+
+@pytest.mark.parametrize("stack", ["quiche@0.26.0", "quinn", "s2n-quic"])
+def test_rust_afl_harness_feeds_afl_map_from_counters_including_on_a_crash(stack, tmp_path):
+    """The Rust stacks' AFL++ build counts edges in inline 8-bit counters that fz_counters.c
+    folds into AFL++'s map after each input and before a crash signal: afl-showmap sees the
+    stack's edges on a clean input and on one that aborts, and nothing of the warm-up run
+    before the fork server (fz_main.c: all-ops and death-spiral, losses and recovery) shows
+    up in the map of an empty input."""
+    target = resolve(stack)
+    exe = harness(target, "afl")
+    lib = subprocess.run(["nm", "-D", "-u", str(exe.parent / "libccdiff_adapter.so")], capture_output=True,
+                         text=True, check=True).stdout
+    assert "__sanitizer_cov_8bit_counters_init" in lib and "__sanitizer_cov_trace_pc_guard" not in lib
+    assert "__sanitizer_cov_trace_cmp" not in lib     # AFL++ reads comparisons only in CMPLOG
+
+    def edges(data: bytes) -> set:
+        (tmp_path / "in").write_bytes(data)
+        out = tmp_path / "map"
+        with open(tmp_path / "in", "rb") as stdin:
+            subprocess.run([shutil.which("afl-showmap"), "-q", "-o", str(out), "--", str(exe)], stdin=stdin,
+                           env=harness_env(target, engine=True), capture_output=True, timeout=60)
+        return {line.split(":")[0] for line in out.read_text().split()}
+
+    clean = edges((ROOT / "fuzz" / "seeds" / "no-loss" / "rounds.bin").read_bytes())
+    assert len(clean) > 50, clean            # fz_main.c alone has 11 edges
+    empty = edges(b"")                       # open and close only
+    assert 0 < len(empty) < len(clean) and len(empty - clean) <= 5, (len(empty), len(clean), empty - clean)
+    if stack == QUICHE:
+        # A violation aborts (future-recovery-start at event 2): the edges of that run are
+        # folded before SIGABRT ends it -- afl-fuzz tells crashes apart by them.
+        crash = edges(REPRODUCER.read_bytes())
+        assert len(crash) > len(empty) and crash - clean, crash
 
 
 def test_in_process_check_agrees_with_python_replay():
@@ -219,18 +265,73 @@ def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
         harness(resolve(QUICHE), engine)   # build first: the campaign's 10 s are for fuzzing
     result = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "10s", "--findings", str(tmp_path),
                     "--no-queue")
-    assert result.returncode == 1, result.stderr[-3000:]
+    exits_on_strict_new_only(result.returncode, result.stdout)
     folder = tmp_path / QUICHE / "future-recovery-start--sent-recovery"
     assert (folder / "reproducer.jsonl").exists(), result.stdout
+    # The death spiral's root cause, fixed in 0.26.1 ([[known]]): never a bug report on 0.26.0
+    info = json.loads((folder / "finding.json").read_text())
+    assert info["status"] == ("fixed" if info["reachability"] == "strict" else "lenient"), info
+    assert info["fails_nightly"] is False
     assert f"python3 -m ccdiff replay {folder / 'reproducer.jsonl'} --stack {QUICHE}" in result.stdout
     unit = "examples" if engine == "hypothesis" else "executions"     # not "coverage"/"crashes" for Hypothesis
     assert re.search(rf"\] +\d+ s  [1-9]\d* {unit} \(\d+/s\)", result.stderr), result.stderr[-2000:]
+    if engine != "hypothesis":
+        # issue #36: the engine's line gives fuzzing seconds (the 10 asked, plus the 1 s poll and
+        # at most one input's triage begun before the end, seconds on a loaded machine); triage
+        # after it is timed on a line of its own, not folded into the rate
+        final = re.findall(rf"\[{engine}\] +(\d+) s ", result.stderr)[-1]
+        assert 10 <= int(final) <= 20, result.stderr[-2000:]
+        assert re.search(r"triage after the engine stopped: \d+ input\(s\) in \d+ s", result.stderr)
     report = tmp_path / QUICHE / "report" / "index.html"       # issue 7: a report at the end
     assert report.exists() and "future-recovery-start" in report.read_text()
     again = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "2s", "--findings", str(tmp_path),
                    "--no-queue")
-    assert again.returncode == 1, again.stderr[-3000:]
+    exits_on_strict_new_only(again.returncode, again.stdout)
     assert "future-recovery-start (sent-recovery)" not in again.stdout   # stored once, not new
+
+
+def test_afl_counters_are_live_while_it_runs(tmp_path):
+    """AFL++ 4.04c without a screen writes fuzzer_stats once a minute and plot_data at exit:
+    read from them, a short campaign's line said "48 executions (0/s)" until the end
+    (issue #36).  Its StatsD counters come every second."""
+    from ccdiff.fuzzing.engines import Afl
+    campaign = Afl(resolve(QUICHE), tmp_path, SEEDS[0].parent, None)
+    campaign.start()
+    try:
+        deadline = time.monotonic() + 30
+        stats = {}
+        while time.monotonic() < deadline and campaign.running():
+            time.sleep(1)
+            stats = campaign.stats()
+            if stats["execs"] > 1000:
+                break
+        assert campaign.running()                  # read live, not after the engine's exit
+        assert stats["execs"] > 1000 and stats["execs_per_sec"] > 0, stats
+        assert re.fullmatch(r"[1-9]\d* edges", stats["coverage"]), stats
+    finally:
+        campaign.stop()
+
+
+@pytest.mark.parametrize("spec,kind,code", [(QUICHE, "fixed", 0), ("quiche@0.30.0", "new", 1)])
+def test_stored_findings_are_judged_and_only_strict_new_ones_fail(tmp_path, spec, kind, code, capsys):
+    """One strict trace, the timer loss that pushes the recovery start into the future: on
+    0.26.0 the death spiral's root cause, fixed upstream in 0.26.1 (its [[known]] entry),
+    reported but not failed on; on 0.30.0 not known upstream: new, and the run exits 1.  A
+    campaign on a pristine release used to print every stored signature as "new" and exit 1."""
+    from ccdiff.fuzzing.triage import stack_folder_name
+    from ccdiff.fuzzing.verdicts import record, summarize, verdicts
+    folder = tmp_path / stack_folder_name(spec) / "future-recovery-start--sent-recovery"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "fuzz" / "reproducers" / "timer-loss-idle-restart.jsonl", folder / "reproducer.jsonl")
+    (folder / "finding.json").write_text(json.dumps({"stack": spec, "invariant": "future-recovery-start",
+                                                     "shape": "sent-recovery", "events": 9, "found_by": ["afl"]}))
+    triage = Triage(tmp_path, spec, spec)
+    found = verdicts(triage)
+    record(triage, found)
+    assert summarize(triage, found, []) == code
+    info = json.loads((folder / "finding.json").read_text())
+    assert (info["status"], info["fails_nightly"]) == (kind, bool(code))
+    assert f"; {code} strict and new" in capsys.readouterr().out
 
 
 def test_fuzz_cli_errors_exit_2(tmp_path):
@@ -272,7 +373,7 @@ def test_ctrl_c_keeps_what_was_found(tmp_path):
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1, err[-3000:]
+    exits_on_strict_new_only(proc.returncode, out)
     assert "interrupted" in err
     assert (tmp_path / QUICHE / "future-recovery-start--sent-recovery" / "reproducer.jsonl").exists(), out
     assert not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout   # engine gone
@@ -376,7 +477,7 @@ def test_killed_run_loses_nothing_and_leaves_no_engine_behind(tmp_path):
     # Only cwnd-below-minimum aborts now: the finding can only come from the killed run's crash.
     again = ccdiff("fuzz", "--stack", QUICHE, "--engine", "afl", "--time", "3s", "--findings", str(tmp_path),
                    "--no-queue", "--no-report", "--invariants", "cwnd-below-minimum")
-    assert again.returncode == 1, again.stderr[-3000:]
+    exits_on_strict_new_only(again.returncode, again.stdout)
     assert (finding / "reproducer.jsonl").exists(), again.stdout
     assert queue <= {p.read_bytes() for p in (instance / "queue").glob("id:*")}   # resumed, not restarted
 
@@ -404,7 +505,7 @@ def test_workers_share_one_corpus_and_store_each_finding_once(tmp_path):
     procs.append(worker("b"))
     for proc in procs:
         out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 1, err[-3000:]
+        exits_on_strict_new_only(proc.returncode, out)
     stack, afl = tmp_path / QUICHE, tmp_path / QUICHE / ".work" / "afl"
     assert sorted(p.name for p in afl.iterdir() if p.is_dir()) == ["a", "b"]
     imported = [p.name for p in afl.glob("a/queue/id:*,sync:b,*")] + \
@@ -471,11 +572,13 @@ def test_growth_after_a_missed_congestion_event_is_reported_once():
     """Harness defect found by fuzzing, fixed in invariants.py: quiche skips a congestion event
     (its idle-restart shift put the lost packet inside the old recovery period: documented,
     missing-reduction) and then grows on ACKs of packets sent after that loss; the checker
-    reported that growth again as growth-in-recovery of the period quiche never entered."""
+    reported that growth again as growth-in-recovery of the period quiche never entered.  The
+    missed event itself is a finding since the waiver audit (nothing upstream means it:
+    docs/waiver-audit.md); the growth after it is still not reported again."""
     trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "quiche-missed-event-then-growth.jsonl"))
     result = replay(trace, ["quiche@0.30.0"])
     assert [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots[-2:]] == [8400, 9600]
-    assert [(f.invariant, f.status) for f in result.findings] == [("missing-reduction", "deviation")]
+    assert [(f.invariant, f.status) for f in result.findings] == [("missing-reduction", "violation")]
 
 
 def test_quiche_css_epoch_counts_idle_time():
@@ -527,3 +630,17 @@ def test_quiche_builds_keep_debug_assertions_and_overflow_checks(engine):
                             capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
     assert b"debug-assertions on, overflow-checks on" in result.stderr, result.stderr[-2000:]
+
+
+def test_a_budget_stops_ddmin_early_with_a_trace_that_still_shows_the_finding():
+    """Budget: the work a minimization may do, counted in replayed events (a report's bound,
+    deterministic).  Cut short, ddmin's result is longer but still a reproducer."""
+    from ccdiff.fuzzing.triage import Budget
+    trace = load_trace(str(ROOT / "examples" / "death-spiral.jsonl"))
+    key = next(k for k in signatures(trace, QUICHE) if k.startswith("future-recovery-start--"))
+    full = minimize(trace, QUICHE, key)
+    budget = Budget(3 * len(trace.events))
+    cut_short = minimize(trace, QUICHE, key, budget=budget)
+    assert budget.exhausted and len(full.events) < len(cut_short.events) <= len(trace.events)
+    assert key in signatures(cut_short, QUICHE)
+    assert minimize(trace, QUICHE, key, budget=Budget(10 ** 9)).events == full.events

@@ -43,7 +43,7 @@ INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces")
           ("merge", "baseline"), ("import", "qlog"), ("fidelity", "qlog"),
           ("fuzz-triage", "inputs"), ("serve", "token_file")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
-           ("report", "out"), ("conform", "out"), ("sim", "trace"), ("fuzz", "findings"),
+           ("report", "out"), ("conform", "out"), ("sim", "trace"), ("sim", "qlog"), ("fuzz", "findings"),
            ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json"), ("merge", "out"),
            ("import", "output"), ("import", "json"), ("import", "scenario"), ("fidelity", "out"), ("fidelity", "json"),
            ("fuzz-triage", "findings")}

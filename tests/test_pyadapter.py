@@ -148,4 +148,4 @@ def test_hang_in_conform_is_killed_at_the_case_timeout(home):
     assert by_stack["pyfake:mode=hang"]["status"] == "error"
     assert by_stack["pyfake:mode=hang"]["reasons"] == ["timeout: case took longer than 3.0 s"]
     assert by_stack["oracle-reno"]["status"] == "pass"
-    assert summary["totals"] == {"errors": 1, "failed": 0, "passed": 1, "runs": 2}
+    assert summary["totals"] == {"errors": 1, "failed": 0, "passed": 1, "runs": 2, "strict_new_findings": 0}

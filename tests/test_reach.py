@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccdiff.encoding import decode
-from ccdiff.ledger import Rtt
+from ccdiff.rtt import Rtt
 from ccdiff.reach import persistent_congestion_duration_us
 from ccdiff.sim import simulate
 from ccdiff.sim.scenario import load_scenario

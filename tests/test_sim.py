@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ccdiff.ledger import Rtt
+from ccdiff.rtt import Rtt
 from ccdiff.replay import replay
 from ccdiff.sim import LossDetection, load_scenario, parse_scenario, simulate
 from ccdiff.sim.network import Link, LossModel

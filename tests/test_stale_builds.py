@@ -2,6 +2,7 @@
 runs it (replay, matrix, sim), as conform refuses it, with the command that fixes it."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -47,3 +48,33 @@ def test_a_stale_build_is_refused_by_every_command(stale_build_dir, tmp_path, ar
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == MESSAGE, done.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def modified_build_dir(tmp_path_factory):
+    """A copy of the real build whose library is not the file its build wrote (issue #32: a
+    corrupted library was still shown as built)."""
+    ensure_built(SPEC)
+    real = build_dir() / "quiche" / "0.30.0"
+    copy = tmp_path_factory.mktemp("build") / "quiche" / "0.30.0"
+    copy.mkdir(parents=True)
+    shutil.copy2(real / "libccdiff_adapter.so", copy)
+    info = json.loads((real / "build-info.json").read_text())
+    info["library_sha256"] = "0" * 64
+    (copy / "build-info.json").write_text(json.dumps(info))
+    return copy.parent.parent
+
+
+def test_a_modified_library_is_refused_and_shown_as_modified(modified_build_dir):
+    env = dict(os.environ, CCDIFF_BUILD_DIR=str(modified_build_dir))
+    env.pop("CCDIFF_REMOTE_QUICHE", None)
+    run = functools.partial(subprocess.run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = run([sys.executable, "-m", "ccdiff", "replay", "examples/death-spiral.jsonl", "--stack", SPEC])
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "is not the library its build wrote" in last and last.endswith("run: ccdiff build quiche@0.30.0"), last
+    rows = json.loads(run([sys.executable, "-m", "ccdiff", "stacks", "--json"]).stdout)
+    row = next(r for r in rows if r["stack"] == "quiche" and r["version"] == "0.30.0")
+    assert row["built"] and row["modified"] and not row["stale"]
+    table = run([sys.executable, "-m", "ccdiff", "stacks"], env=dict(env, COLUMNS="200")).stdout
+    assert "modified" in table

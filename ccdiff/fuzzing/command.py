@@ -11,8 +11,9 @@ from pathlib import Path
 from ..errors import SetupError
 from ..paths import project_root
 from ..stacks import resolve
-from .strictify import LENIENT_ONLY
 from .triage import DiffTriage, Triage, stack_folder_name
+from .conclude import conclude, require_built
+from .verdicts import reachability_of
 
 DEFAULT_SEEDS = "fuzz/seeds/no-loss"
 DEFAULT_DICT = "fuzz/ccdiff.dict"
@@ -52,8 +53,12 @@ def add_parser(sub) -> None:
                     "the two builds differ, into FINDINGS/<stack>/against-<baseline>/. A checkout built with "
                     "`ccdiff build STACK --source DIR` fuzzes under its name. The instrumented build happens first; "
                     "--time counts fuzzing time only. A second run resumes from the stored corpus; Ctrl-C "
-                    "keeps everything found so far. Exit 0 nothing stored, 1 findings stored, 2 setup "
-                    "errors or a run that executed no input.",
+                    "keeps everything found so far. Each stored finding is judged as replay judges it: new, "
+                    "not checked upstream, known, fixed upstream, consequence, or lenient (a trace a real "
+                    "connection cannot produce), in its finding.json and the summary. Exit 1 when a strict "
+                    "finding that is a bug report (new or not checked) is stored, 0 otherwise (known bugs, "
+                    "their consequences and lenient traces are reported, not failed on); with --against, 1 "
+                    "when a difference is stored; 2 setup errors or a run that executed no input.",
                     examples=["ccdiff fuzz --stack quiche@0.26.0 --engine afl --time 10m",
                               "ccdiff fuzz --stack ngtcp2 --engine honggfuzz --time 1h --jobs 4",
                               "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s",
@@ -93,8 +98,8 @@ def add_parser(sub) -> None:
                    "corpus entry that added coverage")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report of the stored findings (FINDINGS/<stack>/report/)")
-    from ..cli import _add_qlog_option
-    _add_qlog_option(p)
+    from ..cli_help import add_qlog_option
+    add_qlog_option(p)
     p.set_defaults(func=cmd_fuzz)
 
 
@@ -145,13 +150,17 @@ def check_executions(engine: str, executed: int, seconds: float) -> None:
                          f"nothing{where}; give it a longer --time")
 
 
-def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=None) -> None:
+def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=None,
+                  until: float | None = None) -> None:
     """Replay each new file.  A crash or hang (campaign given) first runs through the harness
     itself: if the stack's own code crashes or hangs on it, it is stored as such and never
-    replayed in this process."""
+    replayed in this process.  until: a time.monotonic() after which the rest waits for the
+    next call (triage while the engine runs must not hold the campaign past --time)."""
     for path in files:
         if path in done:
             continue
+        if until is not None and time.monotonic() >= until:
+            return
         done.add(path)
         data = path.read_bytes()
         if campaign is None or triage.add_native_crash(data, engine, campaign.exe, campaign.direct_env,
@@ -190,7 +199,7 @@ def cmd_fuzz(args) -> int:
                              "(without --against, every input is judged against the oracle)")
         if baseline.label == target.label:
             raise SetupError(f"--against {args.against}: the same build as --stack")
-        _require_built(baseline)
+        require_built(baseline)
         triage = DiffTriage(Path(args.findings), args.stack, target.label, args.against, baseline.label)
     else:
         triage = Triage(Path(args.findings), args.stack, target.label)
@@ -215,33 +224,15 @@ def cmd_fuzz(args) -> int:
         stats, interrupted = _run_hypothesis(args, triage, seconds, status, started)
     else:
         stats, interrupted = _run_engine(args, campaign, triage, seconds, status, started)
-    status.show(time.monotonic() - started, stats, len(triage.stored), final=True)
+    if "fuzz_seconds" not in stats:      # an engine's own line: fuzzing seconds, triage apart
+        status.show(time.monotonic() - started, stats, len(triage.stored), final=True)
     if not interrupted:
         check_executions(args.engine, stats.get("execs", 0), seconds)
     new = [stored for key, stored in triage.stored.items() if key not in known]
     if baseline is not None:
         compared = stats.get("execs", 0) if args.engine in ("hypothesis", "atheris") else len(triage.seen_inputs)
         return _summary_against(triage, new, compared)
-    print(f"\n{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
-    for stored in new:
-        sig = stored.signature
-        label = f" [{stored.repair}]" if stored.repair == LENIENT_ONLY else ""
-        print(f"  {sig.invariant} ({sig.shape}), {stored.events} events{label}:\n    {triage.replay_command(stored)}")
-    if triage.stored and not args.no_report:
-        _report(triage, args.qlog_schema)
-    return 1 if triage.stored else 0
-
-
-def _require_built(target) -> None:
-    """The ordinary library triage replays through: a release is built if missing or stale;
-    a checkout must have been built with `ccdiff build STACK --source DIR`."""
-    from ..build import ensure_built, is_checkout_version
-    if is_checkout_version(target.version):
-        if not target.recipe.library(target.version).exists():
-            raise SetupError(f"{target.label}: not built; build the checkout first with "
-                             f"`ccdiff build {target.recipe.name} --source DIR` (it is named after it)")
-        return
-    ensure_built(target)
+    return conclude(triage, new, args)
 
 
 def _summary_against(triage, new: list, compared: int) -> int:
@@ -249,13 +240,21 @@ def _summary_against(triage, new: list, compared: int) -> int:
     print(f"\n{compared} inputs replayed through both builds", file=sys.stderr)
     print(f"\n{len(new)} new difference(s) between {triage.stack_label} and {triage.against_label} "
           f"({len(triage.stored)} stored in {triage.folder})")
-    for stored in new:
-        sig = stored.signature
-        first = triage.details.get(sig.key, {})
-        where = (f"event {first['event_index']}: {first['field']} {first['candidate']!r} vs "
-                 f"{first['baseline']!r}" if "field" in first else
-                 f"event {first.get('event_index', '?')}: {first.get('invariant', '')} in {first.get('only_in', '')} only")
-        print(f"  {sig.key}, {stored.events} events ({where}):\n    {triage.replay_command(stored)}")
+    # Strict inputs first, apart: a difference a real connection can show is the regression
+    # signal; one on a lenient input (events loss detection would not produce) may be neither's.
+    reach = {stored.signature.key: reachability_of(stored.folder) for stored in new}
+    for kind in ("strict", "lenient"):
+        group = [stored for stored in new if reach[stored.signature.key] == kind]
+        if group:
+            print(f" on {kind} inputs: {len(group)}")
+        for stored in group:
+            sig = stored.signature
+            first = triage.details.get(sig.key, {})
+            where = (f"event {first['event_index']}: {first['field']} {first['candidate']!r} vs "
+                     f"{first['baseline']!r}" if "field" in first else
+                     f"event {first.get('event_index', '?')}: {first.get('invariant', '')} in "
+                     f"{first.get('only_in', '')} only")
+            print(f"  {sig.key}, {stored.events} events ({where}):\n    {triage.replay_command(stored)}")
     if triage.native:
         print(f"{len(triage.native)} input(s) crashed or hung the candidate's harness natively and were not "
               f"compared (first: {triage.native[0][0]}, {triage.native[0][1]}); fuzz it without --against "
@@ -269,7 +268,7 @@ def _build(args, target, work: Path, seeds: Path, worker: str):
     Campaign builds it).  Returns the campaign, or None for Hypothesis and atheris (in process)."""
     print(f"building {target.label} for {args.engine} (not counted in --time) ...", file=sys.stderr, flush=True)
     began = time.monotonic()
-    _require_built(target)
+    require_built(target)
     campaign = None
     if args.engine not in ("hypothesis", "atheris"):
         from .engines import ENGINES
@@ -312,15 +311,19 @@ def _run_engine(args, campaign, triage, seconds: float, status, started: float):
     done: set = set()
     stats, interrupted = {}, False
     before = campaign.executions()
+    end = started + seconds
     try:
         campaign.start()
         next_triage = 0.0
-        while time.monotonic() - started < seconds and campaign.running():
+        while time.monotonic() < end and campaign.running():
             time.sleep(1)
             stats = campaign.stats()
             stats["execs"] = _since(before, stats.get("execs", 0))
             if time.monotonic() >= next_triage:
-                _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
+                # At most 2 s of triage per turn, never past --time: the line stays live and
+                # the engine stops on time; what is left waits for the next turn or the end.
+                _triage_files(triage, campaign.crash_files(), args.engine, done, campaign,
+                              until=min(time.monotonic() + 2, end))
                 next_triage = time.monotonic() + 5
             status.show(time.monotonic() - started, stats, len(triage.stored))
     except KeyboardInterrupt:
@@ -328,17 +331,23 @@ def _run_engine(args, campaign, triage, seconds: float, status, started: float):
         print("\ninterrupted: stopping the engine, keeping what was found", file=sys.stderr)
     finally:
         campaign.stop()
-    failure = None if interrupted or time.monotonic() - started >= seconds else campaign.failure()
+    stopped = time.monotonic()
+    failure = None if interrupted or stopped >= end else campaign.failure()
     if failure:
         raise SetupError(failure)
     stats = campaign.stats() or stats
     stats["execs"] = _since(before, campaign.executions())
+    stats["fuzz_seconds"] = stopped - started
+    status.show(stats["fuzz_seconds"], stats, len(triage.stored), final=True)
+    triaged = len(done)
     try:
         _triage_files(triage, campaign.crash_files(), args.engine, done, campaign)
         if not args.no_queue:
             _triage_files(triage, campaign.queue_files(), args.engine, done)
     except KeyboardInterrupt:
         print("\ninterrupted again: triage cut short", file=sys.stderr)
+    print(f"triage after the engine stopped: {len(done) - triaged} input(s) in {time.monotonic() - stopped:.0f} s "
+          f"({triaged} during the campaign); findings {len(triage.stored)}", file=sys.stderr, flush=True)
     return stats, interrupted
 
 
@@ -346,26 +355,6 @@ def _since(before: int, now: int) -> int:
     """Executions of this run from an engine counter read before it and now: a counter
     that went down was restarted by the engine, and counts this run alone."""
     return now - before if now >= before else now
-
-
-def _report(triage, qlog_schema: str = "0.3") -> None:
-    """Every stored reproducer of this stack in one HTML report (docs/reports.md).  Workers
-    on one findings folder finish together: one writes the report at a time (flock), from
-    what is stored on disk by then, so the last one's report holds every worker's findings."""
-    import fcntl
-    import shutil
-    from ..matrix import run_matrix
-    from ..report import build_report
-    with open(triage.folder / ".report.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        traces = sorted(str(path) for path in triage.folder.glob("[!.]*/reproducer.jsonl"))
-        doc = run_matrix(traces, [triage.spec])
-        if doc["findings"]:
-            folder = triage.folder / "report"
-            if folder.exists():
-                shutil.rmtree(folder)
-            build_report(doc, folder, qlog_schema=qlog_schema)
-            print(f"report: {folder / 'index.html'}", file=sys.stderr)
 
 
 __all__ = ["add_parser", "cmd_fuzz", "parse_duration", "stack_folder_name"]

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -85,6 +86,10 @@ class Campaign:
 class Afl(Campaign):
     name = "afl"
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._statsd: dict = {}     # instance name -> (its StatsD socket, the newest counters)
+
     def _roles(self) -> list:
         """(flag, instance name) per job.  Alone: one main and its secondaries.  As a
         worker: secondaries only, named after the worker, so workers never collide."""
@@ -109,7 +114,41 @@ class Afl(Campaign):
             cmd += ["--", str(self.exe)]
             self.logs.append(out / f"{name}.log")
             with open(self.logs[-1], "ab") as log:
-                self.procs.append(_popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+                self.procs.append(_popen(cmd, env=dict(env, **self._statsd_env(name)), stdout=log,
+                                         stderr=subprocess.STDOUT))
+
+    def _statsd_env(self, name: str) -> dict:
+        """Without a status screen (AFL_NO_UI) AFL++ 4.04c writes fuzzer_stats once a minute
+        and plot_data at exit only, so a live line read from them said "48 executions (0/s)"
+        for a whole short campaign.  Its StatsD client sends the same counters every second
+        over UDP: one loopback socket per instance receives them (StatsD has no instance
+        name without tags)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.setblocking(False)
+        self._statsd[name] = (sock, {})
+        return {"AFL_STATSD": "1", "AFL_STATSD_HOST": "127.0.0.1", "AFL_STATSD_PORT": str(sock.getsockname()[1])}
+
+    def _statsd_counters(self, name: str) -> dict:
+        """The newest StatsD counters of one instance ("execs_done", "execs_per_sec", ...)."""
+        sock, values = self._statsd.get(name, (None, {}))
+        while sock is not None:
+            try:
+                datagram = sock.recv(65535)
+            except (BlockingIOError, OSError):
+                break
+            for line in datagram.decode(errors="replace").splitlines():
+                key, _, rest = line.partition(":")
+                if key.startswith("fuzzing."):
+                    values[key[len("fuzzing."):]] = rest.split("|", 1)[0]
+        return values
+
+    def stop(self) -> None:
+        super().stop()
+        for name in list(self._statsd):
+            self._statsd_counters(name)        # the counters sent before the engine stopped
+            self._statsd[name][0].close()
+            self._statsd[name] = (None, self._statsd[name][1])
 
     def _instances(self, everyone: bool = False) -> list:
         """This run's instance folders, or every instance's that ever ran on this folder."""
@@ -119,27 +158,31 @@ class Afl(Campaign):
         return [p for p in (self.work / "afl" / name for name in names) if (p / "queue").is_dir()]
 
     def stats(self) -> dict:
-        """Summed over this run's instances.  plot_data (rewritten every 5 s) is fresher than
-        fuzzer_stats (every minute); its columns are named in its header line."""
-        execs, paths, cover, crashes = 0.0, 0, 0.0, 0
+        """Summed over this run's instances: StatsD's counters (every second) where they came,
+        else plot_data's last row (its columns named in its header line; at exit only
+        without a screen).  Coverage is AFL++'s edges found, which both carry (plot_data's
+        map_size percentage has no StatsD counterpart, and a line must not change unit)."""
+        execs, paths, edges, crashes = 0.0, 0, 0, 0
         for inst in self._instances():
-            row = _last_plot_row(inst / "plot_data")
+            row = dict(_last_plot_row(inst / "plot_data"), **self._statsd_counters(inst.name))
             speed = float(row.get("execs_per_sec", 0) or 0)
             execs += speed if math.isfinite(speed) else 0.0
-            cover = max(cover, float(str(row.get("map_size", "0%")).rstrip("%") or 0))
+            edges = max(edges, _int(row.get("edges_found")))
             paths += len(list((inst / "queue").glob("id:*")))
             crashes += len(list((inst / "crashes").glob("id:*")))
-        return {"execs_per_sec": execs, "coverage": f"{cover:.2f}% map", "corpus": paths, "crashes": crashes,
+        return {"execs_per_sec": execs, "coverage": f"{edges} edges", "corpus": paths, "crashes": crashes,
                 "execs": self.executions()}
 
     def executions(self) -> int:
-        """execs_done of fuzzer_stats (written every minute and at exit) or total_execs of
-        plot_data (every 5 s), whichever is fresher, summed over this run's instances."""
+        """execs_done of fuzzer_stats (written every minute and at exit), total_execs of
+        plot_data or StatsD's execs_done (every second), whichever is fresher, summed over
+        this run's instances."""
         total = 0
         for inst in self._instances():
             stats = _fuzzer_stats(inst / "fuzzer_stats")
             row = _last_plot_row(inst / "plot_data")
-            total += max(_int(stats.get("execs_done")), _int(row.get("total_execs")))
+            live = self._statsd_counters(inst.name).get("execs_done")
+            total += max(_int(stats.get("execs_done")), _int(row.get("total_execs")), _int(live))
         return total
 
     def crash_files(self) -> list:

@@ -2,25 +2,30 @@
 
 Engines and how the adapter is instrumented:
   afl        C stacks: their build.sh with CC=afl-clang-fast (AFL++'s PCGUARD pass);
-             Rust stacks: cargo running LLVM's sancov-module pass (trace-pc-guard +
-             trace-compares) on the stack's own crate and the adapter only
-             (RUST_COVERED_CRATES, through sancov_rustc.sh), whose callbacks AFL++'s
-             runtime (afl-compiler-rt, linked into the harness) implements.
-  honggfuzz  C stacks: clang -fsanitize-coverage=trace-pc-guard,trace-cmp; quiche:
-             the same sancov build as for AFL++ (libhfuzz implements the same
-             callbacks).  The harness links libhfuzz, whose main() runs
-             LLVMFuzzerTestOneInput in persistent mode.
+             Rust stacks: cargo running LLVM's sancov-module pass (inline 8-bit
+             counters) on the stack's own crate and the adapter only
+             (RUST_COVERED_CRATES, through sancov_rustc.sh); fz_main.c gives each
+             counter a slot of AFL++'s map (AFL++'s runtime, afl-compiler-rt, is linked
+             into the harness) and folds them in after each input; no comparison
+             callbacks (AFL++ uses them only in CMPLOG mode).  Folder sancov-afl/.
+  honggfuzz  C stacks: clang -fsanitize-coverage=trace-pc-guard,trace-cmp; Rust
+             stacks: the same sancov pass with trace-compares too (libhfuzz implements
+             both callbacks; its value profile reads the comparisons).  Folder sancov/.
+             The harness links libhfuzz, whose main() runs LLVMFuzzerTestOneInput in
+             persistent mode.
   plain      gcc, the stack's ordinary library: replays files (tests, CI, triage).
 The driver (fz_harness.c and the decoder, ledger and checks it calls) is never
 instrumented: its edges are not the stack's, and under an engine each one cost a
 counter update (and each comparison a callback) per event of every input.  Only
-fz_main.c, which holds AFL++'s persistent loop, goes through afl-clang-fast.
+fz_main.c, which holds AFL++'s persistent loop, goes through afl-clang-fast (not
+fz_counters.c, AFL++'s half of the Rust stacks' counters, compiled plainly too).
 sanitize=True adds ASan + UBSan to a C stack's adapter and the harness.
 Each build lands in fuzz_build_dir()/<stack>/<version>/<variant>/ and is reused.
 """
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -33,13 +38,25 @@ from ..stacks import LIBRARY_NAME, Target
 from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
 
 DRIVER_SOURCES = ("fz_harness.c", "fz_check.c", "fz_decode.c", "fz_ledger.c")
+# What a harness's stamp records besides the library: a change to any of them rebuilds it.
+STAMP_SOURCES = DRIVER_SOURCES + ("fz_main.c", "fz_counters.c", "fz_counters.h")
 # Part of a harness's stamp: a harness built by an earlier recipe (an instrumented
 # driver) is rebuilt.
-HARNESS_RECIPE = 2
+HARNESS_RECIPE = 3
 SANCOV = "-fsanitize-coverage=trace-pc-guard,trace-cmp"
 RUST_SANCOV = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=3 "
                "-C llvm-args=-sanitizer-coverage-trace-pc-guard "
                "-C llvm-args=-sanitizer-coverage-trace-compares")
+# AFL++'s Rust build (docs/fuzzing.md, "The Rust stacks' harnesses"): the same edges as
+# inline 8-bit counters, which fz_main.c registers with AFL++'s map and folds into it
+# after each input, instead of a call to __sanitizer_cov_trace_pc_guard per edge (8-23%
+# of the time); and no comparison callbacks, which AFL++ reads only in CMPLOG mode (not
+# run by ccdiff; they were 4-15%).  honggfuzz keeps RUST_SANCOV (its value profile reads
+# the comparisons).
+RUST_SANCOV_AFL = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=3 "
+                   "-C llvm-args=-sanitizer-coverage-inline-8bit-counters")
+# The library's counters constructor calls it in the harness executable (fz_main.c).
+AFL_EXPORTS = "-Wl,--export-dynamic-symbol=__sanitizer_cov_8bit_counters_init"
 # The crates the sancov pass instruments, per Rust stack: the one holding the controller
 # and the adapter (lib name ccdiff_adapter).  Their dependencies (libm, smallvec, slab, ...)
 # are not the controller; instrumented, they cost a callback per edge on every execution.
@@ -80,7 +97,7 @@ def _locked():
         os.close(fd)
 
 
-def _source(target: Target) -> Path:
+def stack_source(target: Target) -> Path:
     """The stack's source: the pinned upstream release, fetched (sha256-checked) and unpacked
     once; or, for a checkout build (`ccdiff build STACK --source DIR`, named local-<hash> or
     git-<sha>), the folder that build recorded in its build-info.json."""
@@ -120,8 +137,17 @@ def _variant(target: Target, engine: str, sanitize: bool) -> str:
     if sanitize and rust:
         raise SetupError(f"{target.label}: --sanitize applies to the C stacks (quiche is Rust; "
                          "overflow checks and debug assertions are always on)")
-    base = "sancov" if rust else engine
+    # Rust: one sancov build per engine (AFL++'s without the comparison callbacks).
+    base = ("sancov-afl" if engine == "afl" else "sancov") if rust else engine
     return base + ("-asan" if sanitize else "")
+
+
+def sancov_cfg(crates: str, flags: str) -> str:
+    """RUSTFLAGS of an instrumented Rust build.  cargo does not fingerprint the wrapper's
+    environment: a --cfg (read by no code) naming the covered crates and a digest of the
+    sancov flags makes a change of either rebuild every crate."""
+    digest = hashlib.sha256(flags.encode()).hexdigest()[:12]
+    return f"--cfg=ccdiff_sancov=\"{crates.replace(' ', ',')},{digest}\""
 
 
 def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path:
@@ -140,10 +166,9 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
         if crates is None:
             raise SetupError(f"{target.label}: name the crates to instrument (the controller's and "
                              "ccdiff_adapter) in RUST_COVERED_CRATES, ccdiff/fuzzing/harness.py")
-        # cargo does not fingerprint the wrapper's environment: a --cfg naming the covered
-        # crates (read by no code) makes a change of the list rebuild every crate.
-        knobs.update(RUSTFLAGS=f"--cfg=ccdiff_sancov=\"{crates.replace(' ', ',')}\"",
-                     CCDIFF_SANCOV_RUSTFLAGS=RUST_SANCOV, CCDIFF_SANCOV_CRATES=crates,
+        sancov = RUST_SANCOV_AFL if engine == "afl" else RUST_SANCOV
+        knobs.update(RUSTFLAGS=sancov_cfg(crates, sancov), CCDIFF_SANCOV_RUSTFLAGS=sancov,
+                     CCDIFF_SANCOV_CRATES=crates,
                      CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
     else:
         extra = [SANCOV] if engine == "honggfuzz" else []
@@ -173,7 +198,7 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
         env["RUSTC_WRAPPER"] = str(wrapper)
     log = out / "build.log"
     log.write_text("")
-    _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)], env, log,
+    _run(["bash", str(target.recipe.folder / "build.sh"), str(stack_source(target)), str(out)], env, log,
          f"{target.label} for {engine}")
     stamp.write_text(json.dumps(made_of, sort_keys=True))
     return library
@@ -198,7 +223,7 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
     exe = library.parent / name if engine != "plain" or sanitize else \
         fuzz_build_dir() / target.recipe.name / target.version / "plain" / name
     info = exe.with_suffix(".json")
-    sources = [driver_dir() / s for s in DRIVER_SOURCES] + [driver_dir() / "fz_main.c"]
+    sources = [driver_dir() / s for s in STAMP_SOURCES]
     stamp = {"library": str(library), "sources": {s.name: s.stat().st_mtime_ns for s in sources},
              "recipe": HARNESS_RECIPE}
     if exe.exists() and info.exists() and json.loads(info.read_text()) == stamp:
@@ -208,7 +233,8 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
     if sanitize:
         flags += ASAN.split()
     link = ["-L", str(library.parent), "-lccdiff_adapter", f"-Wl,-rpath,{library.parent}", "-lm"]
-    srcs = [str(driver_dir() / s) for s in DRIVER_SOURCES]
+    # AFL++'s harness adds fz_counters.c (the Rust stacks' inline 8-bit counters into its map).
+    srcs = [str(driver_dir() / s) for s in DRIVER_SOURCES + (("fz_counters.c",) if engine == "afl" else ())]
     log = exe.with_suffix(".log")
     log.write_text("")
     if engine != "plain":
@@ -220,7 +246,8 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
             _run([program("clang"), *flags, "-c", "-o", obj, src], dict(os.environ), log,
                  f"the {engine} harness for {target.label}")
     if engine == "afl":
-        cmd = [program("afl-clang-fast"), *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link]
+        cmd = [program("afl-clang-fast"), *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link,
+               AFL_EXPORTS]
     elif engine == "honggfuzz":
         home = honggfuzz_home()
         cmd = [program("clang"), *flags, "-o", str(exe), *srcs,

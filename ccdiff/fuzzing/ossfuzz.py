@@ -80,7 +80,7 @@ def _run(cmd: list, env: dict, what: str) -> None:
 
 def adapter(target: Target, env: dict, work: Path) -> Path:
     """The stack's adapter built by its own build.sh with the service's flags."""
-    from .harness import _source
+    from .harness import stack_source
     out = work / target.recipe.name / target.version / "oss-fuzz"
     knobs = {"CCDIFF_INCLUDE": str(_include()), "CCDIFF_STACK_VERSION": target.version,
              "CCDIFF_SANITIZE": "0"}
@@ -100,7 +100,7 @@ def adapter(target: Target, env: dict, work: Path) -> Path:
     if out.exists():
         shutil.rmtree(out)       # another engine's or sanitizer's build: never mixed
     out.mkdir(parents=True)
-    _run(["bash", str(target.recipe.folder / "build.sh"), str(_source(target)), str(out)],
+    _run(["bash", str(target.recipe.folder / "build.sh"), str(stack_source(target)), str(out)],
          dict(env, **knobs), f"{target.label}'s adapter")
     return out / LIBRARY_NAME
 

@@ -23,8 +23,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +34,8 @@ from ..encoding import decode
 from ..replay import replay
 from ..trace import (EVENT_NAMES, Ack, AppData, AppIdle, Lost, PersistentCongestion, Sent, Trace, TraceError,
                      dump_trace, judge_reachability, parse_trace_text)
+from ..window_reach import window_overrun
+from .crash_guard import ChildWorker, StackCrashed, crash_signal
 from .strictify import LENIENT_ONLY, make_strict
 
 MAX_TESTS = 3000   # replays one minimization may spend
@@ -58,6 +62,19 @@ class Stored:
     repair: str = ""      # strictify's outcome: strict as found, repaired, or LENIENT_ONLY
 
 
+_probing = False   # set while an input that crashed its triage child is triaged again
+
+
+def _replay(trace: Trace, specs: list):
+    """Every replay of triage.  While `_probing`, each first runs in a child: a crash there
+    raises StackCrashed with the trace the stack died on, instead of ending ccdiff."""
+    if _probing:
+        number = crash_signal(lambda: replay(trace, specs))
+        if number is not None:
+            raise StackCrashed(trace, number, specs)
+    return replay(trace, specs)
+
+
 def stack_folder_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@=-]+", "_", label)
 
@@ -68,7 +85,22 @@ def _kinds(trace: Trace) -> list:
 
 def signatures(trace: Trace, spec: str) -> dict:
     """signature key -> Signature for every violation the replay shows."""
-    result = replay(trace, [spec])
+    return _signatures(_replay(trace, [spec]), trace)
+
+
+def _signatures_and_window(trace: Trace, spec: str) -> tuple:
+    """(signatures, where the trace first overfills the stack's own window or None)."""
+    result = _replay(trace, [spec])
+    run = next(iter(result.runs.values()))
+    return _signatures(result, trace), window_overrun(trace, run.snapshots)
+
+
+def window_of(trace: Trace, spec: str) -> str | None:
+    """Where `trace` first overfills `spec`'s own window (window_reach.py), None when it never does."""
+    return _signatures_and_window(trace, spec)[1]
+
+
+def _signatures(result, trace: Trace) -> dict:
     found = {}
     run = next(iter(result.runs.values()))
     kinds = _kinds(trace)
@@ -112,22 +144,57 @@ def _valid(trace: Trace, events: list) -> Trace | None:
         return None
 
 
-def minimize(trace: Trace, spec: str, key: str, judge=None) -> Trace:
+@dataclass
+class Budget:
+    """Events a minimization may replay in all (the sum of its candidates' lengths): bounds
+    the time of a report's ddmin by the work done, not the clock, so the same trace always
+    shrinks to the same result.  ddmin is an anytime algorithm: cut short, its result is
+    still a trace that shows the finding, only not 1-minimal."""
+    limit: int
+    spent: int = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.limit
+
+
+def minimize(trace: Trace, spec: str, key: str, judge=None, budget: Budget | None = None) -> Trace:
     """ddmin over events: the smallest trace (1-minimal, within MAX_TESTS) still showing `key`.
 
     A strict trace shrinks to a strict one: every candidate must stay reachable (a loss
-    with no later packet acknowledged, the usual shortcut of ddmin, is not)."""
+    with no later packet acknowledged, the usual shortcut of ddmin, is not).  And a trace
+    whose sends fit the stack's own window (window_reach.py) shrinks to one that does: a
+    free ddmin first (its result usually fits too, and it is smaller: the bound also refuses
+    the steps on the way to it), then, if its result overfills the window, a ddmin bound to
+    it.  (`judge`, a differential store's, is judged without the window: it compares two
+    stacks.)"""
+    if judge is not None:
+        return _ddmin(trace, key, judge, budget)
+    free = _ddmin(trace, key, lambda candidate: signatures(candidate, spec), budget)
+    if window_of(free, spec) is None or window_of(trace, spec) is not None:
+        return free
+
+    def within_window(candidate: Trace) -> dict:
+        found, overrun = _signatures_and_window(candidate, spec)
+        return found if overrun is None else {}
+    return _ddmin(trace, key, within_window, budget)
+
+
+def _ddmin(trace: Trace, key: str, judge, budget: Budget | None = None) -> Trace:
     tests = 0
     cache: dict = {}
     strict = judge_reachability(trace).reachability == "strict"
-    judge = judge or (lambda t: signatures(t, spec))
 
     def interesting(events: list) -> bool:
         nonlocal tests
         repaired = _repair(events)
         ident = tuple(repaired)
         if ident not in cache:
+            if budget is not None and budget.exhausted:
+                return False          # out of budget: keep what is shrunk so far
             tests += 1
+            if budget is not None:
+                budget.spent += len(repaired)
             candidate = _valid(trace, repaired)
             cache[ident] = (candidate is not None and (not strict or candidate.reachability == "strict")
                             and key in judge(candidate))
@@ -135,7 +202,7 @@ def minimize(trace: Trace, spec: str, key: str, judge=None) -> Trace:
 
     events = list(trace.events)
     n = 2
-    while len(events) >= 2 and tests < MAX_TESTS:
+    while len(events) >= 2 and tests < MAX_TESTS and not (budget is not None and budget.exhausted):
         size = len(events) // n
         chunks = [events[i:i + size] for i in range(0, len(events), size)] if size else [events]
         reduced = False
@@ -166,6 +233,7 @@ class Triage:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seen_inputs: set = set()
         self.stored: dict = {}
+        self._worker = None   # the child that triages inputs (crash_guard.ChildWorker)
         for info in sorted(self.folder.glob("[!.]*/finding.json")):   # not .staging/ or .work/
             self._load(info.parent.name)
 
@@ -221,16 +289,36 @@ class Triage:
         return f"{sig.stack} {sig.invariant}"
 
     def add_input(self, data: bytes, engine: str, source: str = "") -> list:
-        """Triage one input; returns the Stored entries it created (findings new to the store)."""
+        """Triage one input; returns the Stored entries it created (findings new to the store).
+        It runs in a forked child (crash_guard.py): a stack whose native code dies on the
+        input, or on a trace its minimization tries, is stored as native-crash--signal-N
+        and the campaign goes on.  The child keeps its own copy of this store, which the
+        findings it reports back keep in step."""
         if data in self.seen_inputs:
             return []
         self.seen_inputs.add(data)
-        trace = decode(data, name="fuzz")
-        touched = []
+        if self._worker is None:
+            self._worker = ChildWorker(lambda *args: self._triage(decode(args[0], name="fuzz"), *args))
+            weakref.finalize(self, self._worker.close)
+        number, outcome = self._worker.call(data, engine, source)
+        if number is not None:
+            return self._triage_probing(decode(data, name="fuzz"), data, engine, source)
+        created, seen, details = outcome
+        if self.against:
+            self.details.update(details)
+        for key in seen:          # stored by the child, or by another worker: read back as it is now
+            self._load(key)
+        return [self.stored[key] for key in created if key in self.stored]
+
+    def _triage(self, trace: Trace, data: bytes, engine: str, source: str) -> tuple:
+        """(keys it stored, keys of every stored finding it showed, the stored ones'
+        differences) for one input."""
+        created, seen = [], []
         found = self.judge(trace)
         for key, sig in found.items():
             stored = self.stored.get(key) or self._load(key)   # another run's?
             if stored is not None:
+                seen.append(key)
                 if engine not in stored.found_by:
                     stored.found_by.append(engine)
                     self._write_info(stored, "")
@@ -242,8 +330,57 @@ class Triage:
             files = {"reproducer.jsonl": dump_trace(small).encode(), "input.bin": data}
             stored = self._publish(sig, files, len(small.events), engine, source, repair)
             if stored is not None:
-                touched.append(stored)
-        return touched
+                created.append(key)
+            seen.append(key)          # ours, or (None) another worker's that won the rename
+        return created, seen, {key: self.details[key] for key in created if key in self.details}
+
+    def _triage_probing(self, trace: Trace, data: bytes, engine: str, source: str) -> list:
+        """The input's triage died of a crash signal: triage it again here with every replay
+        probed in a child first, up to the trace the stack dies on, and store that crash."""
+        global _probing
+        _probing = True
+        try:
+            created, _, _ = self._triage(trace, data, engine, source)
+        except StackCrashed as crash:
+            return self._store_crash(crash, len(trace.events), data, engine, source)
+        finally:
+            _probing = False
+        return [self.stored[key] for key in created]    # not met again: the crash is not deterministic
+
+    def _store_crash(self, crash: StackCrashed, events: int, data: bytes, engine: str, source: str) -> list:
+        """native-crash--signal-N, its reproducer the smallest trace the replay still dies on
+        with that signal (ddmin, each candidate in a child)."""
+        name = signal.Signals(crash.signal_number).name
+        sig = Signature(self.stack_label, "native-crash", f"signal-{crash.signal_number}")
+        stored = self.stored.get(sig.key) or self._load(sig.key)
+        if stored is not None:
+            if engine not in stored.found_by:
+                stored.found_by.append(engine)
+                self._write_info(stored, "")
+            return []
+
+        def dies(candidate: Trace) -> dict:
+            number = crash_signal(lambda: replay(candidate, crash.specs))
+            return {sig.key: sig} if number == crash.signal_number else {}
+        # As reduce(): repaired to strict timings first where loss detection allows (a crash a
+        # real connection cannot reach is no bug report), then shrunk, strict staying strict.
+        fires = lambda t: sig.key in dies(t)    # noqa: E731
+        found = crash.trace
+        strict, repair = make_strict(found, fires, lambda e: _valid(found, _repair(e)))
+        small = _ddmin(strict or found, sig.key, dies)
+        if strict is None:                    # shrunk from a lenient trace: strict now, or repairable?
+            strict, repair = make_strict(small, fires, lambda e: _valid(small, _repair(e)))
+            small = strict or small
+        small.header.name = f"{self.stack_label} native-crash ({name})"
+        small.header.comment = (f"found by ccdiff fuzz ({engine}): the stack's native code dies of {name} "
+                                f"replaying this trace; minimized by delta debugging from {len(crash.trace.events)} "
+                                f"events (the input: {events})")
+        note = (f"ccdiff's replay through {', '.join(crash.specs)} died of {name} (signal {crash.signal_number}) "
+                f"on reproducer.jsonl, in a child process; the stack's harness had not (it stops at the first "
+                f"violation). `ccdiff replay reproducer.jsonl --stack {self.spec}` names the event.\n")
+        files = {"input.bin": data, "stderr.txt": note.encode(), "reproducer.jsonl": dump_trace(small).encode()}
+        stored = self._publish(sig, files, len(small.events), engine, source, repair)
+        return [stored] if stored is not None else []
 
     def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list | None:
         """An input the engine saw crash or hang, run through the harness itself first.
@@ -382,7 +519,7 @@ class DiffTriage(Triage):
 
     def compare(self, trace: Trace) -> dict:
         """signature key -> (Signature, detail dict)."""
-        result = replay(trace, [self.spec, self.against])
+        result = _replay(trace, [self.spec, self.against])
         cand, base = result.runs[self.stack_label], result.runs[self.against_label]
         kinds = _kinds(trace)
 
@@ -457,35 +594,37 @@ def native_failure(exe: Path, env: dict, data: bytes) -> tuple:
     return None, text
 
 
-def reduce(trace: Trace, sig: Signature, spec: str) -> tuple:
+def reduce(trace: Trace, sig: Signature, spec: str, budget: Budget | None = None) -> tuple:
     """(the smallest trace still showing `sig`, strictify's outcome): cut at the first
     occurrence, ddmin, then -- a finding a real connection cannot produce is no bug report --
     repair the timings loss detection would have set (strictify.py), or say it could not."""
     fires = lambda t: sig.key in signatures(t, spec)    # noqa: E731
-    cut = _cut(trace, sig, spec)
+    cut = cut_to_finding(trace, sig, spec)
     # Repair first, while the trace still has the ACKs that let loss detection declare its
     # losses; a strict trace then shrinks to a strict one.  Shrinking a lenient trace first
     # drops exactly those ACKs (a loss with nothing acknowledged after it is 3 events).
     strict, repair = make_strict(cut, fires, lambda events: _valid(cut, _repair(events)))
     if strict is not None:
-        return minimize(strict, spec, sig.key), repair
-    small = minimize(cut, spec, sig.key)
+        return minimize(strict, spec, sig.key, budget=budget), repair
+    small = minimize(cut, spec, sig.key, budget=budget)
     strict, repair = make_strict(small, fires, lambda events: _valid(small, _repair(events)))
     return strict or small, repair
 
 
-def _cut(trace: Trace, sig: Signature, spec: str) -> Trace:
-    """The prefix up to the first event showing the signature (a finding is flagged there)."""
-    result = replay(trace, [spec])
-    for finding in result.violations:
-        if finding.invariant == sig.invariant:
-            end = min(len(trace.events), finding.event_index + 1)
-            # stuck-at-minimum and divergence are judged over a stretch: keep a margin.
-            for stop in (end, min(len(trace.events), end + 64), len(trace.events)):
-                prefix = _valid(trace, trace.events[:stop])
-                if prefix is not None and sig.key in signatures(prefix, spec):
-                    return prefix
+def cut_to_finding(trace: Trace, sig: Signature, spec: str, at: int | None = None) -> Trace:
+    """The prefix up to the first event showing the signature (a finding is flagged there).
+    at: that event's index when the caller has replayed the trace already (a report)."""
+    flagged = [at] if at is not None else \
+        [f.event_index for f in _replay(trace, [spec]).violations if f.invariant == sig.invariant]
+    for index in flagged:
+        end = min(len(trace.events), index + 1)
+        # stuck-at-minimum and divergence are judged over a stretch: keep a margin.
+        for stop in (end, min(len(trace.events), end + 64), len(trace.events)):
+            prefix = _valid(trace, trace.events[:stop])
+            if prefix is not None and sig.key in signatures(prefix, spec):
+                return prefix
     return trace
 
 
-__all__ = ["DiffTriage", "Difference", "first_difference", "Triage", "Signature", "minimize", "reduce", "signatures"]
+__all__ = ["Budget", "DiffTriage", "Difference", "first_difference", "Triage", "Signature", "minimize", "reduce", "signatures",
+           "window_of"]

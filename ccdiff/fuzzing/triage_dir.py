@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import SetupError
 from ..stacks import resolve
-from .strictify import LENIENT_ONLY
+from .conclude import conclude, require_built
 from .triage import Triage
 
 # No engine writes a larger input: fz_main.c and the engines cap an input at 1 MiB.
@@ -25,7 +25,7 @@ ENGINE = "external"      # finding.json found_by: the input came from outside cc
 
 
 def add_parser(sub) -> None:
-    from ..cli import _add_qlog_option
+    from ..cli_help import add_qlog_option
     from ..cli_help import Once, add_command
     p = add_command(sub, "fuzz-triage", summary="triage a folder of fuzz inputs (ClusterFuzzLite / OSS-Fuzz "
                     "crashes): `ccdiff fuzz triage DIR`",
@@ -34,8 +34,9 @@ def add_parser(sub) -> None:
                     "code in its harness is stored as native-crash--<kind>; every other input is replayed with "
                     "the oracle, and each new signature is minimized into "
                     "FINDINGS/<stack>/<signature>/reproducer.jsonl. For the crash files ClusterFuzzLite and "
-                    "OSS-Fuzz report. Spelled `ccdiff fuzz triage DIR` (or `ccdiff fuzz-triage DIR`). Exit 0 "
-                    "nothing stored, 1 findings stored, 2 errors (DIR missing or holding no file).",
+                    "OSS-Fuzz report. Spelled `ccdiff fuzz triage DIR` (or `ccdiff fuzz-triage DIR`). Each stored "
+                    "finding is judged as `ccdiff fuzz` judges it. Exit 1 when a strict bug report (new or not "
+                    "checked upstream) is stored, 0 otherwise, 2 errors (DIR missing or holding no file).",
                     examples=["ccdiff fuzz triage cflite-crashes/ --stack quiche@0.26.0",
                               "ccdiff fuzz-triage artifacts/ --stack ngtcp2 --findings findings/   (the same command)"])
     p.prog = "ccdiff fuzz triage"
@@ -45,7 +46,7 @@ def add_parser(sub) -> None:
     p.add_argument("--findings", default="findings", metavar="DIR", help="findings folder (default findings/)")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report of the stored findings (FINDINGS/<stack>/report/)")
-    _add_qlog_option(p)
+    add_qlog_option(p)
     p.set_defaults(func=cmd_fuzz_triage)
 
 
@@ -67,14 +68,13 @@ def _read(path: Path) -> bytes | None:
 
 
 def cmd_fuzz_triage(args) -> int:
-    from .command import _report, _require_built
     from .harness import harness, harness_env
     files = input_files(Path(args.inputs))
     target = resolve(args.stack)
     if target.kind != "native":
         raise SetupError(f"{args.stack}: triage replays inputs through a stack's adapter; the oracle is "
                          "the judge, not a target")
-    _require_built(target)
+    require_built(target)
     # The services found these with ASan or UBSan builds: a C stack's memory error or UB
     # must show as a native crash here too, not reach the in-process replay (and ccdiff).
     # The Rust stacks have no sanitizer build (harness.py); their overflow checks are on.
@@ -105,11 +105,4 @@ def cmd_fuzz_triage(args) -> int:
     new = [stored for key, stored in triage.stored.items() if key not in known]
     print(f"{len(files) - skipped} input(s) from {args.inputs} triaged on {target.label}"
           + (f", {skipped} skipped" if skipped else ""), file=sys.stderr)
-    print(f"{len(new)} new finding(s) on {target.label} ({len(triage.stored)} stored in {triage.folder})")
-    for stored in new:
-        sig = stored.signature
-        label = f" [{stored.repair}]" if stored.repair == LENIENT_ONLY else ""
-        print(f"  {sig.invariant} ({sig.shape}), {stored.events} events{label}:\n    {triage.replay_command(stored)}")
-    if triage.stored and not args.no_report:
-        _report(triage, args.qlog_schema)
-    return 1 if triage.stored else 0
+    return conclude(triage, new, args)

@@ -23,7 +23,7 @@ from ..outdir import OutputFolder
 from ..provenance import ccdiff_version
 from ..invariants import CATALOG
 from ..stacks import load_recipes, resolve
-from . import ci, qlog
+from . import causes, ci, qlog
 from .context import FindingView, describe, reference_of, slug
 from .impact import ClosedLoopRuns, impact
 from .load import load_runs, read_document
@@ -99,6 +99,7 @@ def _views(runs, names: dict | None = None) -> list:
                                      CATALOG[finding.invariant]))
     for view in views:
         view.siblings = [v for v in views if v.run is view.run and v.label == view.label and v is not view]
+    causes.assign(views)
     return views
 
 
@@ -215,7 +216,7 @@ def _build(doc, dest, base, names, closed_loop, qlog_schema, closed_loop_runs) -
     draw_all(jobs)
     data = ci.summary(runs, views)
     dest.write_text("index.html", env.get_template("index.html").render(
-        root="", matrix=_matrix(runs, views), summary=data, runs=runs, version=ccdiff_version(),
+        root="", matrix=_matrix(runs, views), summary=data, causes=causes.totals(views), runs=runs, version=ccdiff_version(),
         closed_loop=closed_loop, conform_overview=None if closed_loop else sibling_overview(dest.root)))
     dest.write_bytes("junit.xml", ci.junit_bytes(runs, views))
     # Last: a summary.json beside the pages says the report is whole.

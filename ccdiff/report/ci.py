@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from ..output import xml_safe
 from ..provenance import ccdiff_version
 from ..invariants import CATALOG
+from . import causes
 
 
 def summary(runs, views) -> dict:
@@ -35,10 +36,15 @@ def summary(runs, views) -> dict:
         "stacks": list(stacks),
         "totals": {"findings": len(views),
                    "violations": sum(1 for v in views if v.finding.status == "violation"),
-                   "deviations": sum(1 for v in views if v.finding.status == "deviation")},
+                   "deviations": sum(1 for v in views if v.finding.status == "deviation"),
+                   **causes.totals(views)},
         "per_stack": per_stack,
+        # report: the finding.md that reports it (its root cause's primary page); role:
+        # primary / occurrence / consequence ("" for a deviation), report/causes.py.
         "findings": [dict(v.finding.to_dict(), id=v.id, trace=v.trace_path,
-                          page=f"findings/{v.id}/index.html", report=f"findings/{v.id}/finding.md")
+                          page=f"findings/{v.id}/index.html",
+                          report=f"findings/{causes.report_id(v)}/finding.md", role=causes.role(v),
+                          root_cause=causes.report_id(v) if v.finding.status == "violation" else "")
                      for v in sorted(views, key=lambda v: v.id)],
     }
 
@@ -67,7 +73,7 @@ def junit_bytes(runs, views) -> bytes:
                     f = view.finding
                     ET.SubElement(case, "failure", message=f"{inv} at event {f.event_index} (line {f.line}, "
                                   f"t={f.t_us} us), x{f.count}", type=inv).text = \
-                        f"{f.detail}\nreport: findings/{view.id}/finding.md"
+                        f"{f.detail}\nreport: findings/{causes.report_id(view)}/finding.md"
                     counts["failures"] += 1
                 elif view is not None:
                     ET.SubElement(case, "system-out").text = f"documented deviation: {view.finding.detail}"

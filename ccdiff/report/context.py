@@ -37,6 +37,13 @@ class FindingView:
     reference: str | None      # label of the oracle it is compared with (None: it is one)
     invariant: object          # ccdiff.invariants.Invariant
     siblings: list = field(default_factory=list)   # other FindingViews of the same run
+    # One report per root cause (report/causes.py): the page holding the report of this
+    # finding's root cause when it is another occurrence of it, the other occurrences on the
+    # primary page, the violation a trajectory divergence follows, and those it follows.
+    primary: object = None
+    occurrences: list = field(default_factory=list)
+    cause: object = None
+    consequences: list = field(default_factory=list)
 
     @property
     def trace_path(self) -> str:
@@ -47,9 +54,21 @@ class FindingView:
         return self.run.result.runs[self.label]
 
     @property
-    def status(self):
+    def base_status(self):
         """new / known upstream / fixed upstream in X / documented deviation / lenient only."""
         return upstream_status(self.stack_run, self.finding, self.run.trace.reachability or "strict")
+
+    @property
+    def status(self):
+        """base_status, but another occurrence of a root cause that is a bug report is part of
+        the primary page's report, not one of its own."""
+        status = self.base_status
+        if self.primary is not None and status.is_bug_report:
+            from ..status import OCCURRENCE, Status
+            return Status("occurrence", OCCURRENCE.format(invariant=self.finding.invariant, stack=self.label,
+                                                          trace=Path(self.primary.trace_path).name,
+                                                          id=self.primary.id))
+        return status
 
     @property
     def oracle_run(self):
@@ -246,14 +265,21 @@ def event_at(view: FindingView) -> dict:
     return event_to_dict(view.run.trace.events[view.finding.event_index])
 
 
-MINIMIZE_LIMIT = 400   # events: ddmin in the report only for traces this small (bounded time)
+# Events a report's minimization may replay in all (fuzzing/triage.py Budget): ddmin on a
+# trace of any length, bounded by work, not by the clock (the same report every run).  ddmin
+# usually needs ~100 replays, far less than this (quiche@0.26.0's stuck-at-minimum on a
+# 2,789-event death-spiral trace: 103 replays, 2.5 s, to 37 events); a bound used to refuse
+# every trace whose finding came after event 400, which was most of a conform run's.
+MINIMIZE_BUDGET_EVENTS = 2_000_000
 
 
 def minimal(view: FindingView) -> dict:
-    """The finding's minimal strict reproducer and, for quiche, a test for its own suite.
+    """The finding's minimal strict reproducer, whether its sends fit the stack's own window
+    (ccdiff/window_reach.py), and for quiche, quinn, s2n-quic, ngtcp2, picoquic and aioquic a test for their own suites.
 
-    {} when the run is too long to shrink while writing a report (`ccdiff minimize` does it)."""
-    from ..fuzzing.triage import Signature, reduce, signatures
+    {} when there is nothing to shrink; "budget" says when the shrinking stopped at the
+    report's budget (`ccdiff minimize` has none)."""
+    from ..fuzzing.triage import Budget, cut_to_finding, reduce, window_of
     from ..trace import dump_trace
     from .unit_test import NotExpressible, ngtcp2_test, ngtcp2_test_file, quiche_test
     trace, f = view.run.trace, view.finding
@@ -263,15 +289,19 @@ def minimal(view: FindingView) -> dict:
     if stored is not None:
         small, repair = stored
     else:
-        if len(trace.events) > MINIMIZE_LIMIT:
+        found = [sig for sig in _signatures_once(trace, view.label).values() if sig.invariant == f.invariant]
+        if not found:
             return {}
-        keys = [key for key, sig in signatures(trace, view.label).items() if sig.invariant == f.invariant]
-        if not keys:
-            return {}
-        sig = signatures(trace, view.label)[keys[0]]
-        small, repair = reduce(trace, sig, view.label)
+        # what follows the finding plays no part in it; the report has replayed the trace already
+        cut = cut_to_finding(trace, found[0], view.label, at=f.event_index)
+        budget = Budget(MINIMIZE_BUDGET_EVENTS)
+        small, repair = reduce(cut, found[0], view.label, budget)
+    overrun = window_of(small, view.label)
     out = {"trace": dump_trace(small), "events": len(small.events), "reachability": small.reachability,
-           "repair": repair}
+           "repair": repair, "window": overrun}
+    if stored is None and budget.exhausted:
+        out["budget"] = (f"shrunk from {len(cut.events)} events within the report's budget of "
+                         f"{MINIMIZE_BUDGET_EVENTS:,} replayed events; `ccdiff minimize` may shrink it further")
     if repair == "stored":
         out["stored"] = f"fuzz/reproducers/{stored_name(view)}"
     if view.target.recipe is not None and view.target.recipe.name == "quiche":
@@ -280,7 +310,7 @@ def minimal(view: FindingView) -> dict:
                                       f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
                                       f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize")
         except (NotExpressible, KeyError) as exc:
-            out["rust_why_not"] = str(exc) or f"no quiche assertion for {f.invariant} yet"
+            out["rust_why_not"] = _why_not(exc, "quiche", f.invariant)
     if view.target.recipe is not None and view.target.recipe.name == "ngtcp2":
         try:
             out["c"] = ngtcp2_test_file(ngtcp2_test(small, f.invariant, f.invariant,
@@ -289,8 +319,68 @@ def minimal(view: FindingView) -> dict:
                                    spec=view.label))
             out["c_name"] = "test_ngtcp2_cc_cubic_" + f.invariant.replace("-", "_")
         except (NotExpressible, KeyError) as exc:
-            out["c_why_not"] = str(exc) or f"no ngtcp2 assertion for {f.invariant} yet"
+            out["c_why_not"] = _why_not(exc, "ngtcp2", f.invariant)
+    if view.target.recipe is not None and view.target.recipe.name == "quinn":
+        from .quinn_test import quinn_test
+        try:
+            out["rust"] = quinn_test(small, f.invariant, f"ccdiff_{f.invariant}",
+                                     f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
+                                     f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
+                                     spec=view.label)
+            out["rust_stack"] = "quinn"
+        except (NotExpressible, KeyError) as exc:
+            out["rust_stack"] = "quinn"
+            out["rust_why_not"] = _why_not(exc, "quinn", f.invariant)
+    if view.target.recipe is not None and view.target.recipe.name == "s2n-quic":
+        from .s2n_test import s2n_test
+        out["rust_stack"] = "s2n-quic"
+        try:
+            out["rust"] = s2n_test(small, f.invariant, f"ccdiff_{f.invariant}",
+                                   f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
+                                   f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
+                                   spec=view.label)
+        except (NotExpressible, KeyError) as exc:
+            out["rust_why_not"] = _why_not(exc, "s2n-quic", f.invariant)
+    if view.target.recipe is not None and view.target.recipe.name == "picoquic":
+        from .picoquic_test import picoquic_test, picoquic_test_file
+        try:
+            out["c"] = picoquic_test_file(picoquic_test(small, f.invariant, f"ccdiff_{f.invariant}",
+                                          f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
+                                          f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
+                                          spec=view.label))
+            out["c_stack"] = "picoquic"
+            out["c_name"] = "ccdiff_" + f.invariant.replace("-", "_") + "_test"
+        except (NotExpressible, KeyError) as exc:
+            out["c_stack"] = "picoquic"
+            out["c_why_not"] = _why_not(exc, "picoquic", f.invariant)
+    if view.target.recipe is not None and view.target.recipe.name == "aioquic":
+        from .aioquic_test import aioquic_test
+        try:
+            out["python"] = aioquic_test(small, f.invariant, f"ccdiff_{f.invariant}",
+                                         f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
+                                         f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
+                                         spec=view.label)
+        except (NotExpressible, KeyError) as exc:
+            out["python_why_not"] = _why_not(exc, "aioquic", f.invariant)
     return out
+
+
+def _why_not(exc, stack: str, invariant: str) -> str:
+    """Why no native test: NotExpressible's reason, or (KeyError) no assertion for the invariant."""
+    from .unit_test import NotExpressible
+    if isinstance(exc, NotExpressible) and str(exc):
+        return str(exc)
+    return f"no {stack} assertion for {invariant} yet"
+
+
+def _signatures_once(trace, label: str) -> dict:
+    """fuzzing.triage.signatures of a report's trace, replayed once per stack however many of
+    its findings the report shows (kept on the trace object, which lives as long as the build)."""
+    from ..fuzzing.triage import signatures
+    cache = trace.__dict__.setdefault("_report_signatures", {})
+    if label not in cache:
+        cache[label] = signatures(trace, label)
+    return cache[label]
 
 
 def stored_name(view: FindingView) -> str:
@@ -299,8 +389,8 @@ def stored_name(view: FindingView) -> str:
 
 def stored_reproducer(view: FindingView):
     """(trace, "stored") when fuzz/reproducers/STACK-INVARIANT.jsonl (made with `ccdiff minimize`
-    and committed) is strict and shows the finding on this stack; too long a run to shrink
-    while writing a report (MINIMIZE_LIMIT) still gets its minimal reproducer that way."""
+    and committed) is strict and shows the finding on this stack: a 1-minimal reproducer made
+    without the report's budget, and the same one on every page of that finding."""
     from ..paths import project_root
     from ..replay import replay
     from ..trace import load_trace
@@ -327,7 +417,11 @@ def describe(view: FindingView, closed_loop_runs=None, impact_of=None) -> dict:
     deviations = related_deviations(view)
     return {"view": view, "f": view.finding, "inv": view.invariant, "deviations": deviations,
             "impact": impact_of if impact_of is not None else impact(view, closed_loop_runs),
-            "status": view.status, "report_to": report_to(view.target.recipe), "minimal": minimal(view),
+            "status": view.status, "report_to": report_to(view.target.recipe),
+            # Only the page carrying a root cause's report shrinks it and writes the native test.
+            "minimal": minimal(view) if view.primary is None and view.cause is None else {},
+            "reached": view.stack_run.profile.reached_by_connection(view.finding.invariant)
+            if view.finding.status == "violation" and view.target.kind == "native" else None,
             "all_deviations": view.stack_run.profile.deviations,
             "code": code_locations(view, deviations), "at": at_violation(view),
             "excerpt": trace_excerpt(view), "replay": replay_commands(view, view.trace_path),

@@ -16,9 +16,11 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..provenance import ccdiff_version
-from ..conform import OVERVIEW, _safe as _folder
+from ..labels import folder_name
 from ..output import write_text_atomic
 from ..units import duration, size
+
+OVERVIEW = "index.html"         # OUT/index.html; conform claims it in OUT's manifest (ccdiff/outdir.py)
 
 
 def _environment() -> Environment:
@@ -33,7 +35,7 @@ def _findings_by_trace(out: Path, label: str) -> dict:
     """case trace (relative to OUT) -> finding pages, violations first, for one stack's report.
     The report names traces as conform handed them over (OUT/traces/...), so match the
     tail; a report folder left without its summary.json has no links."""
-    folder = out / "report" / _folder(label)
+    folder = out / "report" / folder_name(label)
     try:
         doc = json.loads((folder / "summary.json").read_text(errors="replace"))
         findings = doc["findings"] if isinstance(doc, dict) else []
@@ -48,7 +50,7 @@ def _findings_by_trace(out: Path, label: str) -> dict:
         parts = Path(trace).as_posix().split("/")
         if "traces" in parts:
             rel = "/".join(parts[len(parts) - 1 - parts[::-1].index("traces"):])
-            pages.setdefault(rel, []).append({"href": f"report/{_folder(label)}/{page}", "id": f.get("id"),
+            pages.setdefault(rel, []).append({"href": f"report/{folder_name(label)}/{page}", "id": f.get("id"),
                                               "invariant": f.get("invariant"), "status": f.get("status")})
     return pages
 
@@ -82,7 +84,7 @@ def overview_context(summary: dict, out: Path) -> dict:
     rows = []
     for label in summary["stacks"]:
         pages = _findings_by_trace(out, label)
-        report = f"report/{_folder(label)}/index.html"
+        report = f"report/{folder_name(label)}/index.html"
         row = {"stack": label, "report": report if (out / report).is_file() else None, "cells": []}
         for scenario in summary["scenarios"]:
             c = cells.get((label, scenario))

@@ -62,7 +62,7 @@ PHASE_NAMES = {"slow_start": "slow_start", "congestion_avoidance": "congestion_a
                "recovery": "recovery", "app_limited": "application_limited", "unknown": "unknown"}
 
 SCHEMAS = ("0.3", "draft")
-DEFAULT_SCHEMA = "0.3"          # ccdiff/cli.py QLOG_SCHEMAS lists the same, for --qlog-schema
+DEFAULT_SCHEMA = "0.3"          # ccdiff/cli_help.py QLOG_SCHEMAS lists the same, for --qlog-schema
 # Event names per schema: qlog 0.3 = draft-ietf-quic-qlog-quic-events-02/-03 (category:event),
 # draft = draft-ietf-quic-qlog-quic-events-08 and later (all in the quic namespace).
 NAMES = {

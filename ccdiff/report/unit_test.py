@@ -270,7 +270,7 @@ NGTCP2_INCLUDES = ('#include <stdlib.h>\n#include <string.h>\n\n#include "ngtcp2
                    '#include "ngtcp2_rtb.h"\n#include "ngtcp2_macro.h"\n')
 
 
-def _find_violation(trace, invariant: str, spec: str):
+def find_violation(trace, invariant: str, spec: str):
     from ..replay import replay
     result = replay(trace, [spec])
     for finding in result.violations:
@@ -283,7 +283,7 @@ IDLE_DETAIL = re.compile(r"grew cwnd (\d+) -> (\d+): ([\d.]+) bytes per byte ack
                          r"against ([\d.]+) in the round trip before")
 
 
-def _idle_inflation_check(trace, resolved: list, finding, mds: int) -> tuple:
+def idle_inflation_check(trace, resolved: list, finding, mds: int) -> tuple:
     """The checker's idle-inflation rule (ccdiff/invariants.py finish_idle_watch) as one
     bound on cwnd after the finding's event: growth over the first round trip after the
     idle, at most max(2 datagrams, (2 max(pre-idle rate, Reno rate) + 0.05) per byte acked).
@@ -317,7 +317,7 @@ def ngtcp2_test(trace, invariant: str, name: str, comment: str = "", finding=Non
     if invariant != "idle-inflation":
         raise KeyError(invariant)
     if finding is None:
-        finding = _find_violation(trace, invariant, spec)
+        finding = find_violation(trace, invariant, spec)
     ledger = Ledger(trace.header)
     resolved = [ledger.resolve(ev) for ev in trace.events]
     mds = trace.header.max_datagram_size
@@ -347,7 +347,7 @@ def ngtcp2_test(trace, invariant: str, name: str, comment: str = "", finding=Non
             rows.append(None)   # nothing reaches the controller until the next send
         else:
             raise NotExpressible(f"event {index}: {kind.__name__} is not modelled")
-    at, bound, why = _idle_inflation_check(trace, resolved, finding, mds)
+    at, bound, why = idle_inflation_check(trace, resolved, finding, mds)
     max_pn = max((ev.pn for ev in trace.events if type(ev) is Sent), default=0)
     from ..clock import DEFAULT_CLOCK_BASE_US
     fn = "test_ngtcp2_cc_cubic_" + re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
@@ -397,3 +397,37 @@ def ngtcp2_test_file(test: str) -> str:
     ngtcp2_rtb.h)."""
     return NGTCP2_INCLUDES + NGTCP2_HELPERS + "\n" + test
 
+
+def rust_event_table(trace, app_events: bool) -> tuple:
+    """(the trace's events resolved by the ledger, the rows of a generated Rust test's EVENTS
+    table): (trace event, kind, t, packet numbers, bytes sent, ACK delay, flag), flag = the
+    send was app-limited / the ACK carried ECN-CE.  The quinn and s2n-quic generators share it;
+    app_events: keep app_idle / app_data as APP_IDLE / APP_DATA rows (quinn's driver reads
+    them), else leave them out.  NotExpressible for what the drivers do not model."""
+    from ..ledger import Ledger
+    from ..trace import Ack, AppData, AppIdle, Lost, Sent
+    ledger = Ledger(trace.header)
+    resolved = [ledger.resolve(ev) for ev in trace.events]
+    rows = []
+    for index, (ev, r) in enumerate(zip(trace.events, resolved)):
+        kind = type(ev)
+        if kind is Sent:
+            rows.append((index, "SENT", ev.t, [ev.pn], ev.bytes, 0, bool(r.packets[0][3])))
+        elif kind is Ack:
+            if r.spurious:
+                raise NotExpressible(f"event {index}: an ACK of a packet declared lost (spurious) is not modelled")
+            rows.append((index, "ACK", ev.t, [p[0] for p in r.packets], 0, ev.ack_delay or 0,
+                         bool(getattr(ev, "ecn_ce", False))))
+        elif kind is Lost:
+            rows.append((index, "LOST", ev.t, sorted(p[0] for p in r.packets), 0, 0, False))
+        elif kind in (AppIdle, AppData):
+            if app_events:
+                rows.append((index, "APP_IDLE" if kind is AppIdle else "APP_DATA", ev.t, [], 0, 0, False))
+        else:
+            raise NotExpressible(f"event {index}: {kind.__name__} is not modelled")
+    return resolved, rows
+
+
+def wrap_lines(text: str, width: int = 88) -> list:
+    import textwrap
+    return textwrap.wrap(text, width) or [""]

@@ -27,7 +27,9 @@ from ..native import AdapterError
 from ..profiles import judge, load_profile
 from ..snapshot import RECOVERY
 from ..stacks import Target, open_controller, resolve
-from ..trace import Ack, AppData, AppIdle, Header, Lost, PersistentCongestion, Sent, Trace, dump_trace
+from ..status import status_of
+from ..trace import (Ack, AppData, AppIdle, Header, Lost, PersistentCongestion, Sent, Trace, dump_trace,
+                     judge_reachability)
 from .network import Link, LossModel
 from .recovery import LossDetection
 from .scenario import Scenario
@@ -470,10 +472,30 @@ def _judge(s: Scenario, target: Target, seed: int, sim: _Sim, checker: Checker, 
                 reasons.append(f"{f.invariant} (x{f.count}) at event {f.event_index} (line {f.line}, "
                                f"t={f.t_us} us): {f.detail}")
     trace = None
-    if record:
+    if record or any(f.status == "violation" for f in findings):
         trace = Trace(header, sim.events, f"{s.name}-seed{seed}", list(range(2, len(sim.events) + 2)))
     return SimResult(s.name, target.label, seed, "fail" if reasons else "pass", reasons, m,
-                     [f.to_dict() for f in findings], trace)
+                     _with_status(findings, target, profile, trace), trace if record else None)
+
+
+def _with_status(findings: list, target: Target, profile, trace: Trace | None) -> list:
+    """Findings as JSON with replay's status words (ccdiff/status.py: new, known, fixed,
+    consequence, lenient ...): a conform case says what replay and fuzz say of the same
+    finding, and its totals count the strict bug reports apart (issue #30)."""
+    if trace is None:
+        return [f.to_dict() for f in findings]
+    reachability = judge_reachability(trace).reachability
+    recipe = target.recipe
+    out = []
+    for f in findings:
+        status = status_of(f.status, f.invariant, target.version, profile.known, reachability, f.detail,
+                           profile.upstream, stack=recipe.name if recipe else "",
+                           release=recipe.default_version if recipe else "")
+        d = dict(f.to_dict(), upstream_status=status.text, upstream_kind=status.kind)
+        if reachability == "lenient":
+            d["reachability"] = "lenient"
+        out.append(d)
+    return out
 
 
 __all__ = ["simulate", "SimResult", "SetupError"]

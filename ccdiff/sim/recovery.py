@@ -2,7 +2,7 @@
 
 The simulator's sender runs this one implementation whatever controller it
 drives, so two runs differ only by their controllers.  Integer microseconds;
-the RTT estimator is ccdiff.ledger.Rtt, the same arithmetic the ledger uses.
+the RTT estimator is ccdiff.rtt.Rtt, the same arithmetic the ledger uses.
 
     ld = LossDetection(initial_rtt_us=333_000, max_ack_delay_us=25_000)
     ld.on_rtt_sample(latest_rtt_us, ack_delay_us, now)
@@ -10,7 +10,7 @@ the RTT estimator is ccdiff.ledger.Rtt, the same arithmetic the ledger uses.
 """
 from __future__ import annotations
 
-from ..ledger import Rtt
+from ..rtt import Rtt
 
 PACKET_THRESHOLD = 3          # RFC 9002 §6.1.1 kPacketThreshold
 TIME_THRESHOLD = (9, 8)       # RFC 9002 §6.1.2 kTimeThreshold = 9/8

@@ -28,6 +28,9 @@ class Scenario:
     # connection
     max_datagram_size: int = 1200
     initial_rtt_us: int = 333_000     # RFC 9002 §6.2.2 kInitialRtt
+    # connection mode only (docs/connection-mode.md): an endpoint's event loop, woken by a
+    # datagram, reads every datagram that arrives within rx_batch_us before it sends
+    rx_batch_us: int = 0
     # path
     rate_bytes_per_s: int = 12_500_000
     base_rtt_us: int = 10_000
@@ -120,6 +123,7 @@ SCHEMA = {
     # RFC 9000 §14: a QUIC datagram of at least 1200 bytes; 65527 is UDP's largest payload.
     "max_datagram_size": (_INT, 1200, 65_527),
     "initial_rtt_us": (_INT, 1, 60 * _S),
+    "rx_batch_us": (_INT, 0, _S),
     "rate_bytes_per_s": (_INT, 1_000, 10**11),
     "base_rtt_us": (_INT, 2, 60 * _S),
     "queue_bytes": (_INT, 1200, 10**9),
@@ -219,12 +223,31 @@ def scenarios_dir() -> Path:
     return project_root() / "scenarios"
 
 
+def connection_dir() -> Path:
+    """Scenarios made for connection mode (docs/connection-mode.md): they set what only a
+    real connection has (rx_batch_us) and add nothing to the closed loop's catalog, so
+    `conform` runs them only with --mode connection (or by name)."""
+    return scenarios_dir() / "connection"
+
+
+def catalog_path(name: str) -> Path | None:
+    """The file of a scenario named in the catalog or among the connection scenarios."""
+    for folder in (scenarios_dir(), connection_dir()):
+        path = folder / f"{name}.toml"
+        try:
+            if path.is_file():
+                return path
+        except OSError:          # a name no file can have (too long): not in the catalog
+            continue
+    return None
+
+
 def load_scenario(name_or_path: str) -> Scenario:
     path = Path(name_or_path)
     if not path.suffix:
-        path = scenarios_dir() / f"{name_or_path}.toml"
-        if not path.exists():
-            known = ", ".join(available_scenarios())
+        path = catalog_path(name_or_path)
+        if path is None:
+            known = ", ".join(available_scenarios() + connection_scenarios())
             raise SetupError(f"unknown scenario {name_or_path!r}; known: {known}")
     try:
         data = tomllib.loads(path.read_text())
@@ -239,3 +262,7 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 def available_scenarios() -> list:
     return sorted(p.stem for p in scenarios_dir().glob("*.toml"))
+
+
+def connection_scenarios() -> list:
+    return sorted(p.stem for p in connection_dir().glob("*.toml"))

@@ -15,4 +15,6 @@ int fz_one_input(const uint8_t *data, size_t len) {
   return 0;
 }
 
+int fz_warm_up(const uint8_t *data, size_t len) { return fz_one_input(data, len); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) { return fz_one_input(data, len); }

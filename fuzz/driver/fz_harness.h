@@ -18,4 +18,10 @@
 /* 0: clean; 1: a violation (only with CCDIFF_FUZZ_NO_ABORT=1, else abort). */
 int fz_one_input(const uint8_t *data, size_t len);
 
+/* Runs DATA once, its violations neither printed nor aborting: AFL++'s harness
+ * does this before its fork server starts (fz_main.c), so every forked child
+ * starts with the adapter's and the stack's one-time set-up done (environment,
+ * Rust's lazy statics, libm's CPU feature probe).  Returns fz_one_input's 0/1. */
+int fz_warm_up(const uint8_t *data, size_t len);
+
 #endif

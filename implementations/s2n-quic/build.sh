@@ -48,8 +48,10 @@ WORK=$OUT/work
 STAGE=$WORK/stage
 rm -rf "$STAGE"
 mkdir -p "$STAGE/adapter" "$STAGE/upstream"
-# Stage: copy the source (minus VCS and build output), add the adapter.
+# Stage: copy the source (minus VCS and build output), add the read-only facade
+# (patches/apply.py), add the adapter.
 tar -C "$SRC" --exclude=./.git --exclude=./target -cf - . | tar -C "$STAGE/upstream" -xf -
+python3 "$HERE/patches/apply.py" "$STAGE/upstream/$CRATE_REL"
 cp -R "$HERE/adapter/Cargo.toml" "$HERE/adapter/src" "$STAGE/adapter/"
 # The adapter's path dependency is ../s2n-quic-core: point it at the crate.
 sed -i "s|path = \"../s2n-quic-core\"|path = \"../upstream/$CRATE_REL\"|" "$STAGE/adapter/Cargo.toml"

@@ -23,7 +23,7 @@ from ccdiff.trace import PersistentCongestion, load_trace
 STACKS = ["ngtcp2@1.25.0", "picoquic@1.1.53.0", "quiche@0.26.0", "quiche@0.30.0", "quinn@0.11.19", "quinn-reno@0.11.19",
           "aioquic@1.7.2", "aioquic-reno@1.7.2",
           "linux@6.1", "linux@6.12", "linux-reno@6.12",
-          "s2n-quic@0.91.0"]
+          "s2n-quic@0.91.0", "msquic@2.5.1"]
 # Seconds, days (the default) and weeks of uptime, each with odd microseconds.
 BASES = [17_000_003, DEFAULT_CLOCK_BASE_US, 14 * 86_400_000_000 + 11]
 EXAMPLES = ["death-spiral.jsonl", "idle-restart.jsonl"]

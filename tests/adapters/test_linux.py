@@ -309,6 +309,8 @@ def test_mutation_without_tx_start_fails(tmp_path):
         "from pathlib import Path\n"
         "real = stacks.StackRecipe.library\n"
         "stacks.StackRecipe.library = lambda self, v: Path(sys.argv[1]) if self.name == 'linux' else real(self, v)\n"
+        "# the mutant is not the library linux@6.12's build-info.json records: that is the point\n"
+        "stacks._refuse_stale = lambda target: None\n"
         "import ccdiff.build\n"
         "ccdiff.build.ensure_built = lambda spec: None\n"
         "s, _ = t.run_events(t.idle_events(1_000_000), 'linux@6.12')\n"
@@ -369,6 +371,8 @@ def test_tx_start_does_not_hold_the_window_on_death_spiral(tmp_path, monkeypatch
     with monkeypatch.context() as patch:
         patch.setattr(stacks.StackRecipe, "library",
                       lambda self, v: library if self.name == "linux" else original(self, v))
+        # the mutant is not the library the build recorded (build-info.json's sha256): on purpose
+        patch.setattr(stacks, "_refuse_stale", lambda target: None)
         mutant = simulate(scenario, SPEC, 3)
         without = replay(real.trace, [SPEC], check=False).runs[SPEC].snapshots
     with_hook = replay(real.trace, [SPEC], check=False).runs[SPEC].snapshots

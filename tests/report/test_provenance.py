@@ -18,7 +18,8 @@ UPSTREAM = {"quiche": "https://github.com/cloudflare/quiche",
             "quinn": "https://github.com/quinn-rs/quinn",
             "aioquic": "https://github.com/aiortc/aioquic",
             "linux": "https://git.kernel.org/pub/scm/linux/kernel/git/stable/linux.git",
-            "s2n-quic": "https://github.com/aws/s2n-quic"}
+            "s2n-quic": "https://github.com/aws/s2n-quic",
+            "msquic": "https://github.com/microsoft/msquic"}
 Q26 = "0ed0918d1b68965fe210ec32ae2a55a4f377766a"
 Q30 = "be47c5011215b9f13bad06bd7627d3ae49888a19"
 NG = "f9e9ff01ad2c8116bc09de4f644b0028a61486a6"

@@ -85,6 +85,10 @@ def test_finding_md_is_a_complete_upstream_report(death_report):
     assert "ccdiff replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
     assert "docker compose run --rm replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
     assert "`stuck-at-minimum` (violation, ×5)" in md
+    assert "**Reached by quiche's own connection: not yet** — tried: death-spiral-loopback, 100 seeds" in md
+    # The minimal reproducer is one quiche's own connection could send (issue #30 item 6).
+    assert "## Minimal reproducer" in md
+    assert "Every send fits quiche@0.26.0's own congestion window (RFC 9002 §7;" in md
     # The reproducer is the whole trace, verbatim: paste it into a file and it replays.
     block = re.search(r"```jsonl\n(.*?)\n```", md, re.S).group(1)
     assert parse_trace_text(block).events == load_trace(str(DEATH_SPIRAL)).events
@@ -205,6 +209,11 @@ def test_growth_in_recovery_report_quotes_each_rule(tmp_path):
     for block in blocks:
         assert block in md, block
     assert "> Do not increase congestion window in recovery period.\n\n" in md
+    # Issue #31 item 4: the page says whether aioquic's own connection reached it (the profile's
+    # [[reached]] entry, rerun by tests/connection/test_reached.py).
+    assert ("**Reached by aioquic's own connection: yes** — `death-spiral`, seed 3, event 26\nof the "
+            "connection's own qlog, judged by the same invariant") in md
+    assert "`ccdiff sim death-spiral --mode connection --stack aioquic@1.7.2 --seed 3 --qlog own.qlog" in md
     html = (page.parent / "index.html").read_text()
     assert html.count("<blockquote>") == 1 + len(inv.more_quotes) == 3
 
@@ -247,3 +256,22 @@ def test_fixed_finding_has_no_where_to_report(death_report):
     md = (death_report["out"] / "findings" / DS_FINDING / "finding.md").read_text()
     assert md.startswith("**Status: fixed upstream in 0.26.1**")
     assert "Where to report" not in md
+
+
+def test_a_finding_after_event_400_gets_its_minimal_reproducer(tmp_path):
+    """quiche 0.26.0 on death-spiral seed 1 stays at its minimum from event 515 of 2,790: a
+    report used to refuse any prefix above 400 events ("shrinks at most 400"), which was
+    most of a conform run's findings.  ddmin on it needs ~100 replays; the report's bound is
+    now a budget of replayed events, deterministic like the rest of the page."""
+    from ccdiff.sim import load_scenario, simulate
+    trace = tmp_path / "ds.jsonl"
+    trace.write_text(simulate(load_scenario("death-spiral"), "quiche@0.26.0", 1).trace_text())
+    out = tmp_path / "r"
+    assert main(["replay", str(trace), "--stack", "quiche@0.26.0", "--report", str(out)]) == 1
+    (page,) = (out / "findings").glob("*stuck-at-minimum*/finding.md")
+    md = page.read_text()
+    assert "None in this report" not in md
+    events = int(re.search(r"`ccdiff minimize` shrinks the trace to (\d+) events", md).group(1))
+    first = int(re.search(r"## Expected vs actual at event (\d+)", md).group(1))
+    assert first > 400 and events < 100
+    assert "within the report's budget" not in md          # ~100 replays: far inside it

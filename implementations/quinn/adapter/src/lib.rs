@@ -55,16 +55,20 @@
 //!
 //! Snapshot: `window()` (public), ssthresh from `metrics()` (public, cubic.rs:226-232,
 //! new_reno.rs:115-121).  recovery_start_time, W_max and K are private fields; they
-//! are read from the controllers' derived `Debug` (cubic.rs:20, 60; new_reno.rs:9),
-//! which is public API.  A field that cannot be read that way is reported as unknown
-//! (CCD_NO_TIME / NaN), never recomputed.  Cubic's epoch is its recovery_start_time:
-//! t = now - recovery_start_time (cubic.rs:118-131).
+//! are read through read-only accessors the build appends (`ccdiff_state`,
+//! `ccdiff_recovery_start_time`: ../patches/apply.py), which return the values the
+//! controllers' derived `Debug` prints (cubic.rs:20, 60; new_reno.rs:9).  The adapter
+//! parsed that Debug output until the fuzz harnesses showed it cost most of an
+//! execution (docs/fuzzing.md); the snapshots are the same.  Never recomputed.
+//! Cubic's epoch is its recovery_start_time: t = now - recovery_start_time
+//! (cubic.rs:118-131).
 //!
 //! Virtual time: trace time t is `base + Duration::from_micros(t)`, with `base` the
 //! `Instant` at `ccd_open` plus the harness's `clock_base_us`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Once, OnceLock};
@@ -186,10 +190,15 @@ impl Cc {
             Cc::Reno(c) => c,
         }
     }
-    fn debug(&self) -> String {
+    /// recovery_start_time, and Cubic's (W_max, K): private fields, read through the
+    /// build's read-only facade (patches/apply.py); the values their derived Debug prints.
+    fn private_state(&self) -> (Option<Instant>, Option<(f64, f64)>) {
         match self {
-            Cc::Cubic(c) => format!("{c:?}"),
-            Cc::Reno(c) => format!("{c:?}"),
+            Cc::Cubic(c) => {
+                let (recovery, w_max, k) = c.ccdiff_state();
+                (recovery, Some((w_max, k)))
+            },
+            Cc::Reno(c) => (Some(c.ccdiff_recovery_start_time()), None),
         }
     }
 }
@@ -212,6 +221,30 @@ struct Pending {
     largest_sent: Option<Instant>,
     persistent: bool,
 }
+/// The sent-packet map's hasher.  The map is keyed by packet number and never iterated
+/// (only insert, get, remove), so its order is no part of what the adapter does: a
+/// multiplicative hash of the number instead of std's SipHash with a per-map random seed,
+/// which cost a tenth of a fuzz execution and made the instrumented hash table probe
+/// differently on every run (AFL++ saw those edges as unstable; docs/fuzzing.md).
+#[derive(Default)]
+struct PnHasher(u64);
+
+impl std::hash::Hasher for PnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type PnMap<V> = HashMap<u64, V, BuildHasherDefault<PnHasher>>;
+
 
 struct Ctl {
     base: Instant,
@@ -222,7 +255,7 @@ struct Ctl {
     rtt: RttEstimator,
     /// quinn's Connection.app_limited (mod.rs:235, 947).
     app_limited: bool,
-    sent: HashMap<u64, Sent>,
+    sent: PnMap<Sent>,
     /// PacketSpace.largest_acked_packet / largest_acked_packet_sent (mod.rs:1476-1488).
     largest_acked: Option<u64>,
     largest_acked_sent: Option<Instant>,
@@ -249,32 +282,6 @@ fn instant_parts(text: &str) -> Option<(i128, i128)> {
     Some((sec, nsec))
 }
 
-/// The value after `name: ` in a derived Debug string, up to the next ',' or ' }'.
-fn debug_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    let key = format!(" {name}: ");
-    let start = text.find(&key)? + key.len();
-    let rest = &text[start..];
-    if rest.starts_with("Some(") || rest.starts_with("Instant {") {
-        // up to the matching ')' or '}' of this value
-        let mut depth = 0i32;
-        for (i, ch) in rest.char_indices() {
-            match ch {
-                '(' | '{' => depth += 1,
-                ')' | '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(&rest[..=i]);
-                    }
-                },
-                _ => {},
-            }
-        }
-        return None;
-    }
-    let end = rest.find([',', ' ', '}']).unwrap_or(rest.len());
-    Some(&rest[..end])
-}
-
 impl Ctl {
     fn at(&self, us: i64) -> Result<Instant, String> {
         u64::try_from(us)
@@ -282,15 +289,16 @@ impl Ctl {
             .map_err(|_| format!("negative time {us} us"))
     }
 
-    /// An Instant read from a Debug string, in trace microseconds.
-    fn debug_us(&self, text: Option<&str>) -> Option<i64> {
-        let text = text?;
-        if text == "None" {
-            return None;
-        }
-        let (s, n) = instant_parts(text)?;
-        let (bs, bn) = self.base_parts?;
-        let ns = (s - bs) * 1_000_000_000 + (n - bn);
+    /// An Instant in trace microseconds: (t - base) in nanoseconds, floored to
+    /// microseconds.  The same number the adapter read from the Instants' Debug
+    /// ((tv_sec, tv_nsec) differences) before the facade; none when base's Debug could
+    /// not be read, as then.
+    fn instant_us(&self, t: Instant) -> Option<i64> {
+        self.base_parts?;
+        let ns = match t.checked_duration_since(self.base) {
+            Some(d) => d.as_nanos() as i128,
+            None => -((self.base - t).as_nanos() as i128),
+        };
         Some((ns.div_euclid(1000)) as i64)
     }
 
@@ -386,7 +394,7 @@ impl Ctl {
         let p = self.pending.get_or_insert_with(|| Pending { now_us: ev.now_us, ..Default::default() });
         for pk in pkts {
             let s = self.sent.remove(&pk.pn)
-                .ok_or(format!("lost packet {} was never sent or is already gone", pk.pn))?;
+                .ok_or_else(|| format!("lost packet {} was never sent or is already gone", pk.pn))?;
             // lost_packets is in packet-number order; the batch's largest decides `sent`
             // (mod.rs:1766-1768).
             if p.pns.last().is_none_or(|&l| pk.pn > l) {
@@ -452,7 +460,7 @@ impl Ctl {
             // is before this ACK's sample, and the connection's app_limited.
             for p in pkts {
                 let s = self.sent.remove(&p.pn)
-                    .ok_or(format!("acked packet {} was never sent or is already gone", p.pn))?;
+                    .ok_or_else(|| format!("acked packet {} was never sent or is already gone", p.pn))?;
                 in_flight = in_flight.saturating_sub(s.bytes); // remove_in_flight, mod.rs:1614
                 let rtt = self.rtt;
                 self.cc.c().on_ack(now, s.time, s.bytes, self.app_limited, &rtt);
@@ -497,9 +505,9 @@ impl Ctl {
         let ctl = cc.r();
         let window = ctl.window();
         let ssthresh = ctl.metrics().ssthresh.unwrap_or(u64::MAX);
-        let dbg = cc.debug();
-        let now_us = self.debug_us(Some(&format!("{now:?}")));
-        let recovery = self.debug_us(debug_field(&dbg, "recovery_start_time"));
+        let (recovery_start, cubic_state) = cc.private_state();
+        let now_us = self.instant_us(now);
+        let recovery = recovery_start.and_then(|t| self.instant_us(t));
         // Phase as quinn's own tests branch: slow start while window < ssthresh
         // (cubic.rs:111, new_reno.rs:56); recovery while a packet sent now would still
         // count as sent during it (`sent <= recovery_start_time`, cubic.rs:105,
@@ -527,9 +535,8 @@ impl Ctl {
             out.epoch_start_us = out.recovery_start_us;
             // cubic_state: State { k, w_max, cwnd_inc } (cubic.rs:20-28): W_max in bytes,
             // K in seconds (cubic.rs:36-40); 0.0 until first set.
-            let f = |name| debug_field(&dbg, name).and_then(|v| v.parse::<f64>().ok());
-            out.w_max_bytes = f("w_max").unwrap_or(f64::NAN);
-            out.k_us = f("k").map_or(f64::NAN, |k| k * 1e6);
+            out.w_max_bytes = cubic_state.map_or(f64::NAN, |(w_max, _)| w_max);
+            out.k_us = cubic_state.map_or(f64::NAN, |(_, k)| k * 1e6);
         }
     }
 }
@@ -655,7 +662,7 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
         cc,
         rtt: RttEstimator::ccdiff_new(initial_rtt),
         app_limited: false,
-        sent: HashMap::new(),
+        sent: PnMap::with_capacity_and_hasher(32, Default::default()),
         largest_acked: None,
         largest_acked_sent: None,
         pending: None,

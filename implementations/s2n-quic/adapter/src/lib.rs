@@ -58,8 +58,12 @@
 //! controller keeps its own count).  The slow-start threshold (HybridSlowStart.threshold,
 //! f32::MAX = none), the state (SlowStart / Recovery(start, _) /
 //! CongestionAvoidance { start_time, .. }), W_max (packets) and K are private; they are
-//! read from the controller's derived `Debug` (cubic.rs:44, 96, 138, 703; hss.rs:14), which
-//! is public API.  A field that cannot be read so is reported unknown, never recomputed.
+//! read through a read-only accessor the build appends (`ccdiff_state`,
+//! ../patches/apply.py), as the numbers the controller's derived `Debug` (cubic.rs:44, 96,
+//! 138, 703; hss.rs:14) spells, which the adapter parsed until the fuzz harnesses showed
+//! that formatting the controller twice per step cost most of an execution
+//! (docs/fuzzing.md): W_max is still its f32 Debug text read as an f64, K its Duration
+//! Debug text scaled (`DebugRead`), so the snapshots are the same.  Never recomputed.
 //! The epoch is the congestion-avoidance `start_time` (t = now - start_time, cubic.rs:109),
 //! which the app-limited rule moves forward.  The recovery start is held in the state only
 //! during recovery; afterwards the snapshot keeps the last one the stack held, until
@@ -67,7 +71,7 @@
 //!
 //! Virtual time: trace time t is `Timestamp::from_duration(clock_base_us + t)`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -234,6 +238,9 @@ struct Ctl {
     last_recovery_us: Option<i64>,
     last_us: i64,
     last_error: CString,
+    /// W_max and K as their Debug text read (see DebugRead).
+    w_max_read: F32Read,
+    k_read: DurationRead,
 }
 
 fn slice<'a>(p: *const CcdPacket, n: u32) -> &'a [CcdPacket] {
@@ -243,39 +250,6 @@ fn slice<'a>(p: *const CcdPacket, n: u32) -> &'a [CcdPacket] {
         // SAFETY: the harness passes n valid packets (ccdiff_adapter.h).
         unsafe { std::slice::from_raw_parts(p, n as usize) }
     }
-}
-
-/// The value after `name: ` in a derived Debug string, up to the matching end of the
-/// value (a nested `(..)`/`{..}` is kept whole).
-fn debug_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    let key = format!(" {name}: ");
-    let start = text.find(&key)? + key.len();
-    let rest = &text[start..];
-    let mut depth = 0i32;
-    for (i, ch) in rest.char_indices() {
-        match ch {
-            '(' | '{' => depth += 1,
-            ')' | '}' if depth == 0 => return Some(rest[..i].trim_end()),
-            ')' | '}' => depth -= 1,
-            ',' if depth == 0 => return Some(&rest[..i]),
-            _ => {},
-        }
-    }
-    Some(rest)
-}
-
-/// `Timestamp(H:MM:SS[.micros])` (time/timestamp.rs:23-42) -> microseconds.
-fn timestamp_us(text: &str) -> Option<u64> {
-    let inner = text.trim().strip_prefix("Timestamp(")?.strip_suffix(')')?;
-    let mut parts = inner.split(':');
-    let h: u64 = parts.next()?.parse().ok()?;
-    let m: u64 = parts.next()?.parse().ok()?;
-    let s = parts.next()?;
-    let (s, us) = match s.split_once('.') {
-        Some((s, us)) => (s.parse::<u64>().ok()?, us.parse::<u64>().ok()?),
-        None => (s.parse::<u64>().ok()?, 0),
-    };
-    Some(((h * 60 + m) * 60 + s) * 1_000_000 + us)
 }
 
 /// A `Duration`'s Debug ("1.957433s", "957.4ms", "12µs", "0ns") -> microseconds.
@@ -300,9 +274,13 @@ impl Ctl {
         Ok(unsafe { Timestamp::from_duration(Duration::from_micros(self.base_us + us)) })
     }
 
-    /// A Timestamp's Debug, in trace microseconds.
-    fn trace_us(&self, text: &str) -> Option<i64> {
-        Some(timestamp_us(text)? as i64 - self.base_us as i64)
+    /// A Timestamp in trace microseconds (a Timestamp counts microseconds,
+    /// time/timestamp.rs:21, 109-131: the number its Debug "H:MM:SS.micros" spells).
+    fn trace_us(&self, t: Timestamp) -> i64 {
+        // SAFETY: as_duration is unsafe only because the value is opaque to other clocks
+        // (time/timestamp.rs:118-127); this is the adapter's clock (see `at`).
+        let us = unsafe { t.as_duration() }.as_micros() as u64;
+        us as i64 - self.base_us as i64
     }
 
     fn check(&self, ev: &CcdEvent) -> Result<(), String> {
@@ -394,7 +372,7 @@ impl Ctl {
         let p = self.pending.get_or_insert_with(|| Pending { now_us: ev.now_us, ..Default::default() });
         for pk in pkts {
             let s = self.sent.remove(&pk.pn)
-                .ok_or(format!("lost packet {} was never sent or is already gone", pk.pn))?;
+                .ok_or_else(|| format!("lost packet {} was never sent or is already gone", pk.pn))?;
             p.lost.push((pk.pn, s));
         }
         p.lost.sort_by_key(|(pn, _)| *pn);
@@ -439,7 +417,7 @@ impl Ctl {
         let mut acked: Vec<(u64, Sent)> = Vec::with_capacity(pkts.len());
         for p in pkts {
             let s = self.sent.remove(&p.pn)
-                .ok_or(format!("acked packet {} was never sent or is already gone", p.pn))?;
+                .ok_or_else(|| format!("acked packet {} was never sent or is already gone", p.pn))?;
             acked.push((p.pn, s));
         }
         // 2. manager.rs:444-450.
@@ -485,56 +463,75 @@ impl Ctl {
 
     /// The last recovery start the controller held (see top).
     fn track_recovery(&self, cc: &CubicCongestionController, last: Option<i64>) -> Option<i64> {
-        let dbg = format!("{cc:?}");
-        match debug_field(&dbg, "state") {
-            Some(s) if s.starts_with("Recovery(") => {
-                let ts = s.trim_start_matches("Recovery(").split(',').next().unwrap_or("");
-                self.trace_us(ts).or(last)
-            },
-            Some("SlowStart") => None,
+        match cc.ccdiff_state() {
+            (1, Some(start), ..) => Some(self.trace_us(start)),
+            (0, ..) => None,
             _ => last,
         }
     }
 
     fn snapshot(&self, cc: &CubicCongestionController, recovery: Option<i64>, out: &mut CcdSnapshot) {
-        let dbg = format!("{cc:?}");
-        let state = debug_field(&dbg, "state").unwrap_or("");
+        let (state, time, threshold, w_max, k, mds) = cc.ccdiff_state();
         out.cwnd = cc.congestion_window() as u64;
         out.bytes_in_flight = cc.bytes_in_flight() as u64;
         out.reserved = 0;
         // HybridSlowStart.threshold is s2n's ssthresh (f32::MAX until set, hss.rs:77).
-        let threshold = debug_field(&dbg, "slow_start")
-            .and_then(|ss| debug_field(ss, "threshold"))
-            .and_then(|v| v.parse::<f32>().ok());
-        out.ssthresh = match threshold {
-            Some(t) if t < f32::MAX => t as u64,
-            Some(_) => CCD_NONE,
-            None => CCD_NONE,
-        };
-        out.phase = if state == "SlowStart" {
-            CCD_PHASE_SLOW_START
-        } else if state.starts_with("Recovery(") {
-            CCD_PHASE_RECOVERY
-        } else if state.starts_with("CongestionAvoidance(") {
-            CCD_PHASE_CONGESTION_AVOIDANCE
-        } else {
-            CCD_PHASE_UNKNOWN
+        out.ssthresh = if threshold < f32::MAX { threshold as u64 } else { CCD_NONE };
+        out.phase = match state {
+            0 => CCD_PHASE_SLOW_START,
+            1 => CCD_PHASE_RECOVERY,
+            2 => CCD_PHASE_CONGESTION_AVOIDANCE,
+            _ => CCD_PHASE_UNKNOWN,
         };
         out.recovery_start_us = recovery.unwrap_or(CCD_NO_TIME);
         // CongestionAvoidanceTiming.start_time: t = now - start_time (cubic.rs:109).
-        out.epoch_start_us = debug_field(state, "start_time")
-            .and_then(|v| self.trace_us(v))
-            .unwrap_or(CCD_NO_TIME);
-        // Cubic { w_max (packets), k: Duration, max_datagram_size } (cubic.rs:703-717).
-        let cubic = debug_field(&dbg, "cubic").unwrap_or("");
-        let w_max = debug_field(cubic, "w_max").and_then(|v| v.parse::<f64>().ok());
-        let mds = debug_field(cubic, "max_datagram_size").and_then(|v| v.parse::<f64>().ok());
-        out.w_max_bytes = match (w_max, mds) {
-            (Some(w), Some(m)) => w * m,
-            _ => f64::NAN,
+        out.epoch_start_us = match (state, time) {
+            (2, Some(start)) => self.trace_us(start),
+            _ => CCD_NO_TIME,
         };
-        out.k_us = debug_field(cubic, "k").and_then(duration_us).unwrap_or(f64::NAN);
+        // Cubic { w_max (packets), k: Duration, max_datagram_size } (cubic.rs:703-717).
+        out.w_max_bytes = self.w_max_read.get(w_max.to_bits()) * mds as f64;
+        out.k_us = self.k_read.get(k);
     }
+}
+
+/// The number the adapter read from a value's Debug text (before the facade), kept for
+/// the last value: W_max is an f32 that Debug prints shortest (0.7 for 0.699999988..)
+/// and that was read back as an f64; K a Duration printed in its own unit ("1.957433s")
+/// and scaled.  Both change only on a congestion event: one formatting each per change.
+struct DebugRead<T: Copy + PartialEq, F: Fn(T) -> f64> {
+    last: Cell<Option<(T, f64)>>,
+    read: F,
+}
+
+impl<T: Copy + PartialEq, F: Fn(T) -> f64> DebugRead<T, F> {
+    fn new(read: F) -> Self {
+        Self { last: Cell::new(None), read }
+    }
+
+    fn get(&self, value: T) -> f64 {
+        match self.last.get() {
+            Some((v, read)) if v == value => read,
+            _ => {
+                let read = (self.read)(value);
+                self.last.set(Some((value, read)));
+                read
+            },
+        }
+    }
+}
+
+type F32Read = DebugRead<u32, fn(u32) -> f64>;
+type DurationRead = DebugRead<Duration, fn(Duration) -> f64>;
+
+/// An f32's Debug read as an f64 (NaN if it did not parse, as before).  Keyed by the
+/// bits: 0.0 and -0.0 print differently.
+fn f32_debug_as_f64(bits: u32) -> f64 {
+    format!("{:?}", f32::from_bits(bits)).parse::<f64>().unwrap_or(f64::NAN)
+}
+
+fn duration_debug_us(k: Duration) -> f64 {
+    duration_us(&format!("{k:?}")).unwrap_or(f64::NAN)
 }
 
 fn parse_options(s: &str) -> Result<bool, String> {
@@ -645,6 +642,8 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
         last_recovery_us: None,
         last_us: 0,
         last_error: CString::default(),
+        w_max_read: DebugRead::new(f32_debug_as_f64),
+        k_read: DebugRead::new(duration_debug_us),
     }))
 }
 

@@ -1,0 +1,85 @@
+"""`ccdiff conform --mode connection`: the stacks' own connections in the matrix, their
+records kept for failing cases, resumed from the journal, sharded and merged like any run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ccdiff.cli import main
+from ccdiff.connection import run_connection
+from ccdiff.sim.scenario import load_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def short_scenario(folder: Path) -> Path:
+    """death-spiral with 300 kB and a 150 ms deadline: aioquic's own connection misses it
+    on some seeds and not on others, so failing cases keep their records."""
+    text = (REPO / "scenarios" / "death-spiral.toml").read_text()
+    path = folder / "short.toml"
+    path.write_text(text.replace("bytes = 10_000_000", "bytes = 300_000")
+                    .replace("deadline_us = 10_000_000", "deadline_us = 150_000")
+                    .replace('name = "death-spiral"', 'name = "short"'))
+    return path
+
+
+def test_conform_drives_the_stacks_own_connections_and_keeps_failing_records(tmp_path, capsys):
+    scenario = short_scenario(tmp_path)
+    out = tmp_path / "out"
+    code = main(["conform", "--mode", "connection", "--stack", "aioquic", "--scenarios", str(scenario),
+                 "--seeds", "3", "--out", str(out), "--jobs", "2"])
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["modes"] == {"aioquic": "connection", "oracle-reno": "closed-loop",
+                                "aioquic-reno": "connection"}
+    assert "aioquic (own connection)" in printed and "oracle-reno (closed loop)" in printed
+    own = [c for c in summary["cases"] if c["stack"] == "aioquic"]
+    assert [c["mode"] for c in own] == ["connection"] * 3
+    failing = [c for c in own if c["status"] == "fail"]
+    assert failing and code == 1
+    # A failing case keeps its record (not a replayable trace: its own name), byte for byte
+    # what `sim --mode connection` gives for that seed, and no report page replays it.
+    case = failing[0]
+    assert case["trace"] == f"traces/short/aioquic/seed-{case['seed']}.connection.jsonl"
+    again = run_connection(load_scenario(str(scenario)), "aioquic", case["seed"])
+    assert (out / case["trace"]).read_text() == again.record_text()
+    assert not (out / "report" / "aioquic").exists()
+    # Run again: every case comes from the journal, the summary is the same.
+    assert main(["conform", "--mode", "connection", "--stack", "aioquic", "--scenarios", str(scenario),
+                 "--seeds", "3", "--out", str(out), "--jobs", "2"]) == code
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_connection_shards_merge_to_the_whole_run(tmp_path, capsys):
+    scenario = short_scenario(tmp_path)
+    args = ["conform", "--mode", "connection", "--stack", "aioquic", "--scenarios", str(scenario),
+            "--seeds", "2", "--jobs", "2", "--no-report"]
+    whole = main(args + ["--out", str(tmp_path / "whole")])
+    for k in (1, 2):
+        assert main(args + ["--shard", f"{k}/2", "--out", str(tmp_path / str(k))]) in (0, 1)
+    merged = main(["merge", str(tmp_path / "1"), str(tmp_path / "2"), "--out", str(tmp_path / "merged"),
+                   "--no-report"])
+    assert merged == whole
+    one = json.loads((tmp_path / "whole" / "summary.json").read_text())
+    joined = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert joined == one and joined["modes"]["aioquic"] == "connection"
+    # A shard of a closed-loop run does not merge with a connection-mode one.
+    assert main(args[:1] + args[3:] + ["--shard", "2/2", "--out", str(tmp_path / "closed")]) in (0, 1)
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "1"), str(tmp_path / "closed"), "--out", str(tmp_path / "bad")]) == 2
+    assert "mode" in capsys.readouterr().err
+
+
+def test_a_stack_without_a_shim_is_refused_by_name(tmp_path, capsys):
+    assert main(["conform", "--mode", "connection", "--stack", "linux", "--seeds", "1",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "linux has no connection shim; stacks with one: aioquic" in capsys.readouterr().err
+
+
+def test_connection_scenarios_join_the_matrix_only_in_connection_mode():
+    from ccdiff.cli import _scenario_list
+    closed = [s.name for s in _scenario_list(None)]
+    connection = [s.name for s in _scenario_list(None, "connection")]
+    assert "death-spiral-loopback" not in closed
+    assert connection == closed + ["death-spiral-loopback"]
+    assert [s.name for s in _scenario_list(["death-spiral-loopback"])] == ["death-spiral-loopback"]

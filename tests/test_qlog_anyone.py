@@ -1,0 +1,234 @@
+"""qlog from anyone (#34): an import that cannot yield a usable trace says why and exits 2;
+a partial import says what it left out; losses and ACKs in the stack's own record order."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ccdiff.cli import main
+from ccdiff.qlog_import import import_qlog
+from tests.test_qlog_import import _acked, _lost, _metrics, _qlog, _sent
+
+
+def _err(capsys) -> str:
+    return capsys.readouterr().err
+
+
+def _import(path) -> list:
+    out = []
+    import_qlog(str(path), out.append)
+    return [json.loads(line) for line in "".join(out).splitlines()]
+
+
+def test_an_import_with_no_ack_exits_2_saying_why(tmp_path, capsys):
+    path = _qlog(tmp_path, [_sent(0, 0), _sent(1, 1), _metrics(1, 12000, 2400)])
+    out = tmp_path / "x.jsonl"
+    assert main(["import", str(path), "-o", str(out)]) == 2
+    err = _err(capsys)
+    assert err.count("\n") == 1 and err.startswith(f"error: {path}: no ACK of a packet sent")
+    assert "no packet_received record" in err
+    assert not out.exists()                               # nothing half written
+
+
+def test_an_import_whose_received_packets_log_no_frames_names_that(tmp_path, capsys):
+    # quinn 0.11's writer: packet_received without frames, so no acknowledgment to read
+    received = (5, "transport:packet_received", {"header": {"packet_type": "1RTT", "packet_number": 0}})
+    path = _qlog(tmp_path, [_sent(0, 0), received, _sent(6, 1)])
+    assert main(["import", str(path)]) == 2
+    err = _err(capsys)
+    assert "1 packet_received record(s) log no frames" in err
+
+
+def test_fidelity_refuses_a_log_without_acks(tmp_path, capsys):
+    path = _qlog(tmp_path, [_sent(0, 0), _sent(1, 1), _metrics(1, 12000, 2400)])
+    assert main(["fidelity", str(path), "--stack", "oracle"]) == 2
+    assert "no ACK of a packet sent" in _err(capsys)
+
+
+def test_the_header_says_what_the_import_left_out(tmp_path):
+    path = _qlog(tmp_path, [
+        (0, "transport:packet_sent", {"header": {"packet_type": "initial", "packet_number": 0},
+                                      "raw": {"length": 1200}, "frames": [{"frame_type": "crypto"}]}),
+        _sent(1, 0), (2, "transport:datagrams_sent", {"count": 1}), _acked(20, [[0, 0]]),
+        _lost(21, 7)])                                    # packet 7 was never sent
+    header = _import(path)[0]
+    assert header["comment"].endswith("; left out: 1 initial packets; 1 packet_lost of packets not in flight; "
+                                      "events not imported: transport:datagrams_sent x1")
+
+
+def test_a_loss_the_stack_reacted_to_before_the_ack_keeps_its_own_time(tmp_path):
+    """aioquic-reno-timer-loss: the loss timer declares packet 1 lost and the window is cut
+    (logged) 0.2 ms before an ACK of packet 2 arrives: the stack applied the loss first."""
+    path = _qlog(tmp_path, [
+        _sent(0, 0), _sent(1, 1), _sent(2, 2), _acked(12, [[0, 0]]), _metrics(12, 13200, 2400),
+        _lost(30.0, 1), _metrics(30.0, 13200, 2400), _metrics(30.01, 6600, 1200),
+        _acked(30.2, [[0, 0], [2, 2]]), _metrics(30.2, 6600, 0)])
+    events = [e for e in _import(path)[1:]]
+    assert [(e["ev"], e["t"]) for e in events[-2:]] == [("lost", 30000), ("ack", 30200)]
+
+
+def test_fidelity_counts_a_point_where_only_the_stack_has_a_value(tmp_path):
+    """The stack logged an ssthresh where the adapter has none: that point is compared, it
+    disagrees, and it is the first divergence (it was skipped before #34 item 4)."""
+    from ccdiff.fidelity import fidelity
+    path = _qlog(tmp_path, [
+        _metrics(0, 12000, 1200), _sent(0, 0), _metrics(0.01, 12000, 2400), _sent(0.01, 1),
+        _acked(20, [[0, 1]]), _metrics(20, 14400, 0, ssthresh=50000)])
+    result = fidelity(str(path), "oracle", keep_series=False)
+    ssthresh = result["metrics"]["ssthresh"]
+    assert (ssthresh["compared"], ssthresh["agree"], ssthresh["one_sided"]) == (1, 0, 1)
+    d = result["first_divergence"]
+    assert (d["kind"], d["adapter"], d["logged"]) == ("ack", None, 50000)
+
+
+def test_fidelity_gives_exact_and_near_rates(tmp_path):
+    from ccdiff.fidelity import fidelity
+    path = _qlog(tmp_path, [
+        _metrics(0, 12000, 1200), _sent(0, 0), _metrics(0.01, 12000, 2400), _sent(0.01, 1),
+        _acked(20, [[0, 1]]), _metrics(20, 14401, 0)])          # the oracle: 14400, one byte apart
+    cwnd = fidelity(str(path), "oracle", keep_series=False)["metrics"]["cwnd"]
+    assert (cwnd["compared"], cwnd["agree"], cwnd["within_1pct"], cwnd["within_datagram"]) == (3, 2, 3, 3)
+
+
+def test_the_wrong_algorithm_is_said_before_any_number(capsys):
+    """picoquic's NewReno connection through the picoquic (CUBIC) adapter: 45.3% of cwnd
+    points agree, and the first line says why; through picoquic-reno no warning."""
+    from pathlib import Path
+
+    from ccdiff.build import ensure_built
+    qlog = str(Path(__file__).resolve().parent / "fixtures/qlog/picoquic-reno-random-loss.qlog")
+    ensure_built("picoquic")
+    assert main(["fidelity", qlog, "--stack", "picoquic"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("warning: the stack's own log looks like NewReno (4 of 5 window cuts at losses "
+                             "are x0.5, RFC 9002 §7.3.2), the adapter of picoquic like no cut at loss")
+    main(["fidelity", qlog, "--stack", "picoquic-reno"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("algorithm: the log looks like NewReno") and not any("warning" in o for o in out)
+
+
+DRAFT01 = Path(__file__).resolve().parent / "fixtures/qlog/aioquic-draft01-reno-random-loss.qlog"
+
+
+def test_a_draft01_qlog_with_numbers_as_strings_imports():
+    """aioquic 0.8.8's own qlog (make_fixtures.py draft01-reno-random-loss): qlog draft-01,
+    events as arrays named by event_fields with "event_type", every number a string."""
+    head = DRAFT01.read_text()[:400]
+    assert '"qlog_version": "draft-01"' in head and '"event_type"' in head and '["0", "transport"' in head
+    summary = import_qlog(str(DRAFT01), lambda _: None)
+    assert (summary.events, summary.sent, summary.acks, summary.lost) == (162, 113, 44, 5)
+    assert summary.logged == 162 and summary.metrics_order == "before"
+
+
+def test_draft00_names_in_capitals_and_metric_update(tmp_path):
+    """qlog draft-00 (aioquic before 2019-08-23): TRANSPORT / PACKET_SENT in capitals under
+    "event", recovery:metric_update for the metrics, numbers as strings, times in ms."""
+    doc = {"qlog_version": "draft-00", "traces": [{
+        "event_fields": ["relative_time", "category", "event", "data"],
+        "events": [
+            ["0", "TRANSPORT", "PACKET_SENT", {"packet_type": "1RTT", "header": {"packet_number": "0",
+                                                                                 "packet_size": "1200"},
+                                                "frames": [{"frame_type": "stream"}]}],
+            ["0", "RECOVERY", "METRIC_UPDATE", {"cwnd": "12000", "bytes_in_flight": "1200"}],
+            ["20", "TRANSPORT", "PACKET_RECEIVED", {"packet_type": "1RTT", "header": {"packet_number": "0"},
+                                                    "frames": [{"frame_type": "ack", "ack_delay": "1",
+                                                                "acked_ranges": [["0", "0"]]}]}],
+            ["20", "recovery", "metric_update", {"cwnd": "13200", "bytes_in_flight": "0"}]]}]}
+    path = tmp_path / "d0.qlog"
+    path.write_text(json.dumps(doc))
+    rows = _import(path)
+    assert [(r["ev"], r["t"], r["logged"].get("cwnd")) for r in rows[1:]] == [("sent", 0, 12000), ("ack", 20000, 13200)]
+    assert rows[2]["ack_delay"] == 1000
+
+
+def test_quinn_packet_size_in_header_length_and_no_frames_exits_2_saying_so(tmp_path, capsys):
+    """quinn-proto 0.11.19 (connection/qlog.rs): packet_sent has header.length and no frames,
+    packet_received has no frames: the size is read, then the import says why it stops."""
+    def sent(t, pn):
+        return (t, "quic:packet_sent", {"header": {"packet_type": "1RTT", "packet_number": pn, "length": 1200}})
+    received = (15, "quic:packet_received", {"header": {"packet_type": "1RTT", "packet_number": 0}})
+    path = _qlog(tmp_path, [sent(0, 0), sent(1, 1), received,
+                            (15, "quic:recovery_metrics_updated", {"congestion_window": 14400, "bytes_in_flight": 0})])
+    assert main(["import", str(path)]) == 2
+    err = _err(capsys)
+    assert "no ACK of a packet sent" in err and "log no frames (quinn 0.11 logs none)" in err
+
+
+def test_quiche_dialect_initiator_unset_ssthresh_window_size_and_uncounted_losses(tmp_path, capsys):
+    """quiche 0.30's own qlog (ccdiff sim --mode connection --qlog): parameters_set by
+    initiator, ssthresh u64::MAX while unset, no max_datagram_size (the first window
+    13,500 = 10 x 1350), and losses only counted (cf_lost_packets), never logged."""
+    params = (0, "quic:parameters_set", {"initiator": "remote", "max_ack_delay": 20})
+    path = _qlog(tmp_path, [
+        params,
+        (0, "quic:packet_sent", {"header": {"packet_type": "1RTT", "packet_number": 0}, "raw": {"length": 1350},
+                                 "frames": [{"frame_type": "stream"}]}),
+        (0, "quic:recovery_metrics_updated", {"congestion_window": 13500, "bytes_in_flight": 1350,
+                                              "ssthresh": (1 << 64) - 1}),
+        _acked(20, [[0, 0]]),
+        (20, "quic:recovery_metrics_updated", {"congestion_window": 14850, "bytes_in_flight": 0,
+                                               "cf_lost_packets": {"total": 2, "delta": 2}})])
+    rows = _import(path)
+    header = rows[0]
+    assert (header["max_datagram_size"], header["max_ack_delay"]) == (1350, 20000)
+    assert "ssthresh" not in rows[1]["logged"]
+    assert "2 packet losses the stack counted (its metrics' lost packets) but logged no packet_lost for" \
+        in header["comment"]
+    assert main(["import", str(path)]) == 0
+    assert "the stack's metrics count 2 lost packets, the log names 0" in capsys.readouterr().err
+
+
+def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):
+    """qvis's samples: quic-trace's draft-00 converter names event_fields, categories and
+    frame types in capitals and received packets UNKNOWN; pcap2qlog ends with []."""
+    doc = {"qlog_version": "draft-00", "traces": [{
+        "configuration": {"time_units": "us"},
+        "event_fields": ["relative_time", "CATEGORY", "EVENT_TYPE", "TRIGGER", "DATA"],
+        "events": [
+            ["0", "TRANSPORT", "PACKET_SENT", "DEFAULT", {"packet_type": "1RTT", "header": {
+                "packet_number": "1", "packet_size": 1350}, "frames": [{"frame_type": "STREAM"}]}],
+            ["20000", "TRANSPORT", "PACKET_RECEIVED", "DEFAULT", {"packet_type": "UNKNOWN", "header": {
+                "packet_number": "1", "packet_size": 0}, "frames": [{"frame_type": "ACK", "acked_ranges": [[1, 1]],
+                                                                     "ack_delay": 0}]}],
+            []]}]}
+    path = tmp_path / "qt.qlog"
+    path.write_text(json.dumps(doc))
+    out = []
+    summary = import_qlog(str(path), out.append)
+    rows = [json.loads(line) for line in out]
+    assert [(r["ev"], r["t"]) for r in rows[1:]] == [("sent", 0), ("ack", 20000)]
+    assert "an empty event array at line 1 (event 3) skipped" in summary.notes
+
+
+def test_a_multipath_log_is_named_as_such(tmp_path, capsys):
+    """picoquic's public binlog_ref.qlog shape: path_ack frames, then packet numbers that
+    restart (another path's): the refusal says multipath, not only 'not above'."""
+    path = _qlog(tmp_path, [_sent(0, 0), _sent(1, 5, frames=("path_ack", "stream")), _sent(2, 0)])
+    assert main(["import", str(path)]) == 2
+    err = _err(capsys)
+    assert err.count("\n") == 1 and "packet number 0 is not above the previous one (5)" in err
+    assert "the log has multipath frames (path_ack)" in err
+
+
+def test_validate_reads_a_qlog_as_its_import(capsys):
+    qlog = str(Path(__file__).resolve().parent / "fixtures/qlog/aioquic-cubic-idle.qlog")
+    assert main(["validate", qlog]) == 0
+    assert capsys.readouterr().out.startswith(f"{qlog}: ok, a qlog: imported as 161 events, max_datagram_size 1200")
+
+
+def test_json_that_is_not_a_qlog_says_so(tmp_path, capsys):
+    path = tmp_path / "x.json"
+    path.write_text('{"a": 1}')
+    assert main(["import", str(path)]) == 2
+    assert _err(capsys) == f"error: {path}: not a qlog: a JSON document with no qlog_version (or file_schema) " \
+                           "and no events in traces[0].events\n"
+
+
+def test_a_truncated_one_line_qlog_names_the_event(tmp_path, capsys):
+    """aioquic writes its JSON document on one line: the event number locates the cut."""
+    text = (Path(__file__).resolve().parent / "fixtures/qlog/aioquic-cubic-idle.qlog").read_text()
+    bad = tmp_path / "cut.qlog"
+    bad.write_text(text[: len(text) // 2])
+    assert main(["import", str(bad)]) == 2
+    assert _err(capsys) == (f"error: {bad}:1: truncated: the file ends inside a value "
+                            "(after event 273, the last one read whole)\n")
