@@ -66,14 +66,21 @@ def test_a_shard_takes_no_baseline(tmp_path, capsys):
     assert "ccdiff merge" in capsys.readouterr().err
 
 
-# -- the must-show: the default matrix, 2 seeds, 3 shards ----------------------------
+# -- the must-show: every built stack, 2 seeds, 3 shards ------------------------------
+# Four scenarios of the catalog (one with losses that fail quiche 0.26.0, an idle one, an
+# app-limited one, a tail loss): the whole default matrix (11 scenarios) is
+# bench/shard_merge.py's, about 10 minutes of one core, too long for every CI run.
+SHARD_SCENARIOS = "death-spiral,idle-restart,app-limited,tail-loss"
+
+
 def test_three_shards_merge_to_the_unsharded_run_byte_for_byte(tmp_path, monkeypatch):
     """summary.json, junit.xml, index.html, traces/ and report/ of `merge` are those of one
     unsharded `conform` with the same arguments and the same --out (the reports name traces
     by OUT as given, so both use `--out out`, from their own folders)."""
-    whole = run_in(monkeypatch, tmp_path / "whole", "conform", "--seeds", "2", "--out", "out")
-    shards = [run_in(monkeypatch, tmp_path / "shards", "conform", "--seeds", "2", "--shard", f"{k}/3",
-                     "--out", str(k)) for k in (1, 2, 3)]
+    args = ["conform", "--scenarios", SHARD_SCENARIOS, "--seeds", "2"]
+    whole = run_in(monkeypatch, tmp_path / "whole", *args, "--out", "out")
+    shards = [run_in(monkeypatch, tmp_path / "shards", *args, "--shard", f"{k}/3", "--out", str(k))
+              for k in (1, 2, 3)]
     assert whole in (0, 1) and all(code in (0, 1) for code in shards)
     inputs = {k: tree(tmp_path / "shards" / str(k)) for k in (1, 2, 3)}
     merged = run_in(monkeypatch, tmp_path / "merged", "merge", "../shards/1", "../shards/2", "../shards/3",
@@ -89,7 +96,8 @@ def test_three_shards_merge_to_the_unsharded_run_byte_for_byte(tmp_path, monkeyp
         assert (joined / leaf).read_bytes() == (one / leaf).read_bytes()
     summary = json.loads((one / "summary.json").read_text())
     assert summary["totals"]["runs"] == len(summary["stacks"]) * len(summary["scenarios"]) * 2
-    assert len(summary["stacks"]) >= 2 and len(summary["scenarios"]) >= 10
+    assert len(summary["stacks"]) >= 10 and len(summary["scenarios"]) == 4
+    assert summary["totals"]["failed"] > 0          # something for the reports and traces to hold
     parts = [json.loads((tmp_path / "shards" / str(k) / "shard.json").read_text()) for k in (1, 2, 3)]
     assert sum(p["cases"] for p in parts) == summary["totals"]["runs"]
     assert max(p["cases"] for p in parts) - min(p["cases"] for p in parts) <= 1
