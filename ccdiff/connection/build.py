@@ -80,8 +80,10 @@ def ensure_shim(target: Target) -> Path:
     print(f"  building the {recipe.name}@{target.version} connection shim "
           f"(implementations/{recipe.name}/connection/build.sh)", file=sys.stderr)
     log_path = out / "build.log"
+    # PYTHON: the interpreter ccdiff runs in (a .venv on a Debian python, PEP 668), whose
+    # packages a Python shim needs (aioquic's: cryptography, pylsqpack, ...), not python3's
     env = dict(os.environ, CCDIFF_INCLUDE=str(implementations_dir() / "include"),
-               CCDIFF_STACK_VERSION=target.version)
+               CCDIFF_STACK_VERSION=target.version, PYTHON=sys.executable)
     with open(log_path, "w") as log:
         result = subprocess.run(["bash", str(folder / "build.sh"), str(_source(target)), str(out)],
                                 env=env, stdout=log, stderr=subprocess.STDOUT)

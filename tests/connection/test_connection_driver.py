@@ -260,3 +260,25 @@ def test_an_endpoint_reads_its_batch_before_it_answers(monkeypatch):
         return log
     assert run(20) == [("read", 5002), ("read", 5004), ("answer", 5022, 2)]
     assert run(0) == [("read", 5002), ("answer", 5002, 1), ("read", 5004), ("answer", 5004, 1)]
+
+
+def test_a_shim_is_built_with_the_interpreter_ccdiff_runs_in(tmp_path, monkeypatch):
+    """build.sh gets PYTHON = ccdiff's own interpreter: on a Debian python ccdiff lives in a
+    .venv (PEP 668), and `python3` on PATH lacks aioquic's cryptography and pylsqpack (the
+    bare-machine check failed every aioquic connection test on that)."""
+    from ccdiff.connection import build as build_module
+    from ccdiff.stacks import resolve
+
+    seen = {}
+
+    def build_sh(cmd, env, **kwargs):
+        seen.update(env)
+        return subprocess.CompletedProcess(cmd, 1)
+
+    monkeypatch.setenv("CCDIFF_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setattr(build_module, "ensure_built", lambda target: None)
+    monkeypatch.setattr(build_module, "_source", lambda target: tmp_path)
+    monkeypatch.setattr(build_module.subprocess, "run", build_sh)
+    with pytest.raises(SetupError, match="connection shim failed"):
+        build_module.ensure_shim(resolve("aioquic"))
+    assert seen["PYTHON"] == sys.executable
