@@ -29,6 +29,25 @@ from .recipes import StackRecipe, Target, load_recipes, resolve
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
+def run_build_script(script: Path, src: Path, out: Path, version: str, **extra_env: str) -> tuple[int, Path]:
+    """`bash SCRIPT SRC OUT` (a stack's build.sh or connection/build.sh), its output into
+    OUT/build.log: the exit code and the log.  PYTHON is the interpreter ccdiff runs in (a .venv
+    on a Debian python, PEP 668), whose packages a Python stack needs (aioquic's connection
+    shim: cryptography, pylsqpack, ...), which `python3` on PATH may lack."""
+    env = dict(os.environ, CCDIFF_INCLUDE=str(implementations_dir() / "include"),
+               CCDIFF_STACK_VERSION=version, PYTHON=sys.executable, **extra_env)
+    log_path = out / "build.log"
+    with open(log_path, "w") as log:
+        result = subprocess.run(["bash", str(script), str(src), str(out)], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    return result.returncode, log_path
+
+
+def log_tail(log_path: Path, lines: int = 15) -> str:
+    """The last lines of a build log, for the error that names it."""
+    return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -364,18 +383,12 @@ def _build_target(recipe: StackRecipe, version: str, source: Path | None, saniti
             raise SetupError(f"--source {source}: not a folder")
         origin = {"source": str(src)}
     script = recipe.folder / "build.sh"
-    env = dict(os.environ, CCDIFF_INCLUDE=str(implementations_dir() / "include"),
-               CCDIFF_STACK_VERSION=version, CCDIFF_SANITIZE="1" if sanitize else "0")
     _log(f"  building {recipe.name}@{version} ({script.relative_to(implementations_dir().parent)})")
-    log_path = out / "build.log"
-    with open(log_path, "w") as log:
-        result = subprocess.run(["bash", str(script), str(src), str(out)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
-    if result.returncode != 0 or not library.exists():
+    code, log_path = run_build_script(script, src, out, version, CCDIFF_SANITIZE="1" if sanitize else "0")
+    if code != 0 or not library.exists():
         _explain_failure(recipe, version, log_path)
-        tail = log_path.read_text(errors="replace").splitlines()[-15:]
-        raise SetupError(f"building {recipe.name}@{version} failed (exit {result.returncode}); "
-                         f"full log: {log_path}\n" + "\n".join(tail))
+        raise SetupError(f"building {recipe.name}@{version} failed (exit {code}); "
+                         f"full log: {log_path}\n" + log_tail(log_path))
     from .probe import probe
     info = dict(origin, stack=recipe.name, version=version, sanitize=sanitize, recipe=recipe_digest(recipe),
                 library_sha256=sha256_of(library) if library.is_file() else None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +16,11 @@ from ccdiff.outdir import MANIFEST
 from ccdiff.shard import in_shard, matrix_order, parse_shard
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from shard_merge import tree  # noqa: E402  (bench/shard_merge.py: the same check on the whole matrix)
+
 # 3 seeds: the mutant's three failing death-spiral seeds fall one in each of 3 shards
 CHEAP = ["--stacks", "oracle,oracle:idle=last-send", "--seeds", "3", "--jobs", "2"]
-
-
-def tree(folder: Path, skip=()) -> dict:
-    """Relative path -> sha256 of every file under folder."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name not in skip}
 
 
 def run_in(monkeypatch, cwd: Path, *argv: str) -> int:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from ..build import ensure_built, tree_digest
+from ..build import ensure_built, log_tail, run_build_script, tree_digest
 from ..errors import SetupError
 from ..paths import implementations_dir
 from ..stacks import Target
@@ -79,18 +77,10 @@ def ensure_shim(target: Target) -> Path:
     started = time.monotonic()
     print(f"  building the {recipe.name}@{target.version} connection shim "
           f"(implementations/{recipe.name}/connection/build.sh)", file=sys.stderr)
-    log_path = out / "build.log"
-    # PYTHON: the interpreter ccdiff runs in (a .venv on a Debian python, PEP 668), whose
-    # packages a Python shim needs (aioquic's: cryptography, pylsqpack, ...), not python3's
-    env = dict(os.environ, CCDIFF_INCLUDE=str(implementations_dir() / "include"),
-               CCDIFF_STACK_VERSION=target.version, PYTHON=sys.executable)
-    with open(log_path, "w") as log:
-        result = subprocess.run(["bash", str(folder / "build.sh"), str(_source(target)), str(out)],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
-    if result.returncode != 0 or not artifact.exists():
-        tail = log_path.read_text(errors="replace").splitlines()[-15:]
-        raise SetupError(f"building the {target.label} connection shim failed (exit {result.returncode}); "
-                         f"full log: {log_path}\n" + "\n".join(tail))
+    code, log_path = run_build_script(folder / "build.sh", _source(target), out, target.version)
+    if code != 0 or not artifact.exists():
+        raise SetupError(f"building the {target.label} connection shim failed (exit {code}); "
+                         f"full log: {log_path}\n" + log_tail(log_path))
     seconds = round(time.monotonic() - started, 1)
     (out / "build-info.json").write_text(json.dumps({"recipe": digest, "seconds": seconds}, indent=2) + "\n")
     print(f"  built {artifact} in {seconds} s", file=sys.stderr)

@@ -278,7 +278,7 @@ def test_a_shim_is_built_with_the_interpreter_ccdiff_runs_in(tmp_path, monkeypat
     monkeypatch.setenv("CCDIFF_BUILD_DIR", str(tmp_path / "build"))
     monkeypatch.setattr(build_module, "ensure_built", lambda target: None)
     monkeypatch.setattr(build_module, "_source", lambda target: tmp_path)
-    monkeypatch.setattr(build_module.subprocess, "run", build_sh)
+    monkeypatch.setattr(subprocess, "run", build_sh)
     with pytest.raises(SetupError, match="connection shim failed"):
         build_module.ensure_shim(resolve("aioquic"))
     assert seen["PYTHON"] == sys.executable
