@@ -281,7 +281,6 @@ def minimal(view: FindingView) -> dict:
     report's budget (`ccdiff minimize` has none)."""
     from ..fuzzing.triage import Budget, cut_to_finding, reduce, window_of
     from ..trace import dump_trace
-    from .unit_test import NotExpressible, ngtcp2_test, ngtcp2_test_file, quiche_test
     trace, f = view.run.trace, view.finding
     if f.status != "violation" or view.target.kind != "native":
         return {}
@@ -304,64 +303,52 @@ def minimal(view: FindingView) -> dict:
                          f"{MINIMIZE_BUDGET_EVENTS:,} replayed events; `ccdiff minimize` may shrink it further")
     if repair == "stored":
         out["stored"] = f"fuzz/reproducers/{stored_name(view)}"
-    if view.target.recipe is not None and view.target.recipe.name == "quiche":
-        try:
-            out["rust"] = quiche_test(small, f.invariant, f"ccdiff_{f.invariant}",
-                                      f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
-                                      f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize")
-        except (NotExpressible, KeyError) as exc:
-            out["rust_why_not"] = _why_not(exc, "quiche", f.invariant)
-    if view.target.recipe is not None and view.target.recipe.name == "ngtcp2":
-        try:
-            out["c"] = ngtcp2_test_file(ngtcp2_test(small, f.invariant, f.invariant,
-                                   f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
-                                   f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
-                                   spec=view.label))
-            out["c_name"] = "test_ngtcp2_cc_cubic_" + f.invariant.replace("-", "_")
-        except (NotExpressible, KeyError) as exc:
-            out["c_why_not"] = _why_not(exc, "ngtcp2", f.invariant)
-    if view.target.recipe is not None and view.target.recipe.name == "quinn":
+    if view.target.recipe is not None:
+        message = (f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
+                   f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize")
+        out.update(native_test(view.target.recipe.name, small, f.invariant, message, view.label))
+    return out
+
+
+def native_test(stack: str, small, invariant: str, message: str, label: str) -> dict:
+    """The minimal reproducer as a test in the stack's own suite, under the keys the finding
+    templates read: "rust" (quiche, quinn, s2n-quic), "c" (ngtcp2, picoquic) or "python"
+    (aioquic), with "<key>_stack" where one key serves two stacks and "c_name"; or
+    "<key>_why_not" when the trace cannot be written as such a test.  {} for other stacks."""
+    from .unit_test import NotExpressible, ngtcp2_test, ngtcp2_test_file, quiche_test
+    name, snake = f"ccdiff_{invariant}", invariant.replace("-", "_")
+    if stack == "quiche":
+        key, named = "rust", {}
+        write = lambda: quiche_test(small, invariant, name, message)  # noqa: E731
+    elif stack == "ngtcp2":
+        key, named = "c", {}
+        write = lambda: ngtcp2_test_file(ngtcp2_test(small, invariant, invariant, message, spec=label))  # noqa: E731
+    elif stack == "quinn":
         from .quinn_test import quinn_test
-        try:
-            out["rust"] = quinn_test(small, f.invariant, f"ccdiff_{f.invariant}",
-                                     f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
-                                     f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
-                                     spec=view.label)
-            out["rust_stack"] = "quinn"
-        except (NotExpressible, KeyError) as exc:
-            out["rust_stack"] = "quinn"
-            out["rust_why_not"] = _why_not(exc, "quinn", f.invariant)
-    if view.target.recipe is not None and view.target.recipe.name == "s2n-quic":
+        key, named = "rust", {"rust_stack": "quinn"}
+        write = lambda: quinn_test(small, invariant, name, message, spec=label)  # noqa: E731
+    elif stack == "s2n-quic":
         from .s2n_test import s2n_test
-        out["rust_stack"] = "s2n-quic"
-        try:
-            out["rust"] = s2n_test(small, f.invariant, f"ccdiff_{f.invariant}",
-                                   f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
-                                   f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
-                                   spec=view.label)
-        except (NotExpressible, KeyError) as exc:
-            out["rust_why_not"] = _why_not(exc, "s2n-quic", f.invariant)
-    if view.target.recipe is not None and view.target.recipe.name == "picoquic":
+        key, named = "rust", {"rust_stack": "s2n-quic"}
+        write = lambda: s2n_test(small, invariant, name, message, spec=label)  # noqa: E731
+    elif stack == "picoquic":
         from .picoquic_test import picoquic_test, picoquic_test_file
-        try:
-            out["c"] = picoquic_test_file(picoquic_test(small, f.invariant, f"ccdiff_{f.invariant}",
-                                          f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
-                                          f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
-                                          spec=view.label))
-            out["c_stack"] = "picoquic"
-            out["c_name"] = "ccdiff_" + f.invariant.replace("-", "_") + "_test"
-        except (NotExpressible, KeyError) as exc:
-            out["c_stack"] = "picoquic"
-            out["c_why_not"] = _why_not(exc, "picoquic", f.invariant)
-    if view.target.recipe is not None and view.target.recipe.name == "aioquic":
+        key, named = "c", {"c_stack": "picoquic"}
+        write = lambda: picoquic_test_file(picoquic_test(small, invariant, name, message, spec=label))  # noqa: E731
+    elif stack == "aioquic":
         from .aioquic_test import aioquic_test
-        try:
-            out["python"] = aioquic_test(small, f.invariant, f"ccdiff_{f.invariant}",
-                                         f"ccdiff: {f.invariant} ({view.invariant.title.lower()}), "
-                                         f"minimized from {trace.header.name or 'a trace'} by ccdiff minimize",
-                                         spec=view.label)
-        except (NotExpressible, KeyError) as exc:
-            out["python_why_not"] = _why_not(exc, "aioquic", f.invariant)
+        key, named = "python", {}
+        write = lambda: aioquic_test(small, invariant, name, message, spec=label)  # noqa: E731
+    else:
+        return {}
+    try:
+        out = {key: write(), **named}
+    except (NotExpressible, KeyError) as exc:
+        return {**named, f"{key}_why_not": _why_not(exc, stack, invariant)}
+    if stack == "ngtcp2":
+        out["c_name"] = f"test_ngtcp2_cc_cubic_{snake}"
+    elif stack == "picoquic":
+        out["c_name"] = f"ccdiff_{snake}_test"
     return out
 
 
