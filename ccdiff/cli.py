@@ -308,6 +308,7 @@ def _print_waivers(args) -> int:
         data.append({"stack": recipe.name, "checked": profile.checked_waivers(),
                      "wholesale": profile.wholesale_waivers(), "dynamic": profile.dynamic_waivers(),
                      "variants": profile.variants(), "intents": profile.intents(),
+                     "judged": profile.judged_rules(),
                      "references": {family: profile.reference(family) for family in ("cubic", "reno")}})
     if args.json:
         print(json.dumps(data, indent=2))
@@ -333,8 +334,13 @@ def _print_waivers(args) -> int:
                     "of a reported finding, or ccdiff's own limit (profile.toml `intent`, `consequence_of`, "
                     "`ours`); behaviour with none of these is a finding, never waived",
                     "stack", "deviation", "reason", "quote")
+    judged = table("rules judged in the stack's own terms, not waived: beyond the stack's own rule the "
+                   "invariant still fires (profile.toml `ca_rate_tick_us`, `ca_growth_per`)",
+                   "stack", "invariant", "profile", "judged as")
     for entry in data:
         refs = entry["references"]
+        for row in entry["judged"]:
+            judged.add_row(entry["stack"], row["invariant"], row["profile"], row["how"])
         for row in entry["intents"]:
             intents.add_row(entry["stack"], row["deviation"], f"{row['kind']}: {row['cite']}", row["quote"])
         for row in entry["variants"]:
@@ -354,6 +360,7 @@ def _print_waivers(args) -> int:
     console.print(checked)
     console.print(dynamic)
     console.print(wholesale)
+    console.print(judged)
     console.print(intents)
     return EXIT_OK
 

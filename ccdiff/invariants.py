@@ -160,7 +160,12 @@ CATALOG = {inv.id: inv for inv in [
               "is calculated as described in Section 4.2.",
               "target is at most 1.5 * cwnd (RFC 9438 §4.2), so in congestion avoidance one "
               "acknowledged byte may grow the window by at most half a byte (plus one datagram of "
-              "rounding for stacks that grow in whole datagrams).", False, "MUST", "RFC 9438 §4.4"),
+              "rounding for stacks that grow in whole datagrams). Judged ACK by ACK; for a stack "
+              "that sets its window from W_cubic(t) on every ACK (profile `ca_growth_per = "
+              "\"round-trip\"`: picoquic), whose growth follows time, over the ACKs of the last "
+              "smoothed RTT -- the 1.5x per round trip the rule implies; an idle period or a congestion "
+              "signal starts a new round, so the first ACK after one is judged alone.", False, "MUST",
+              "RFC 9438 §4.4"),
     Invariant("ca-without-epoch", "Congestion avoidance with no epoch",
               "RFC 9438 §4.2, §4.8",
               "During the first congestion avoidance stage after a timeout, CUBIC increases its "
@@ -547,7 +552,8 @@ class Checker:
 
     def __init__(self, stack: str, max_datagram_size: int, family: str = "cubic",
                  min_window_datagrams: int = 2, loss_applied_with_ack: bool = False,
-                 bdp_bytes: int | None = None, mechanisms: dict | None = None, rate_tick_us: int = 0):
+                 bdp_bytes: int | None = None, mechanisms: dict | None = None, rate_tick_us: int = 0,
+                 ca_growth_per_round_trip: bool = False):
         self.stack = stack
         # Mechanism-checked deviations (Profile.mechanisms): invariant -> [(deviation id,
         # Mechanism)].  An occurrence of such an invariant that a mechanism explains goes to
@@ -586,6 +592,10 @@ class Checker:
         self.stretch = None          # ca-off-curve: the CurveStretch being summed
         self.prior_rtt = None        # the RTT values before this ACK's sample (ca-off-curve)
         self.rate_tick_us = rate_tick_us   # ca-off-curve: Profile.ca_rate_tick_us
+        # ca-growth-bound over the ACKs of the last smoothed RTT instead of ACK by ACK, for a
+        # stack that sets its window from W_cubic(t) (Profile.ca_growth_per): (t, growth, bytes)
+        self.ca_growth_per_round_trip = ca_growth_per_round_trip and family == "cubic"
+        self.ca_round = deque()
         self.ss_stretch = None       # ss-growth-shortfall: the SlowStartStretch being summed
         self.css_possible = False    # an RTT rise that lets HyStart++'s CSS begin was seen
 
@@ -661,6 +671,13 @@ class Checker:
             # cwnd_epoch is one of the windows around the event that computed K (judge_k).
             self.k_basis = None if after.k_us is None else \
                 {w for w in (after.cwnd, after.ssthresh, before.cwnd) if w is not None}
+        elif self.time_based and after.k_us is not None and after.w_max != before.w_max:
+            # A new W_max with the same K is still a new K: the stack may have computed the
+            # same value again (K = 0 both after persistent congestion's reset and at the
+            # slow-start exit that sets W_max = cwnd, RFC 9438 §4.8; s2n-quic 0.91.0
+            # cubic.rs:416-420 then 354-361 and 859-866).  Its windows join the candidates.
+            self.k_basis = (self.k_basis or set()) | \
+                {w for w in (after.cwnd, after.ssthresh, before.cwnd) if w is not None}
         base = before.cwnd
         revised = self.last_loss
         if kind == SENT and revised is not None and t - revised[0] <= LOSS_REVISED_US:
@@ -692,8 +709,10 @@ class Checker:
             self.close_loss_group()
             group = None
         if truth.signal or truth.ambiguous or truth.idle_gap > 0 or (kind == ACKED and ev.spurious):
-            # ca-off-curve and ss-growth-shortfall sum growth between such events
+            # ca-off-curve, ss-growth-shortfall and a per-round-trip ca-growth-bound sum growth
+            # between such events
             self.stretch = self.ss_stretch = None
+            self.ca_round.clear()
         if truth.signal:
             self.post_signal_acked = 0
             self.stuck_cwnd = None
@@ -1048,11 +1067,15 @@ class Checker:
             flag("ss-growth-bound", index, t, f"slow start grew cwnd by {grew} for {acked} bytes acknowledged",
                  lambda: Occurrence("ss-growth-bound", "ss-growth-bound", index, t, before, after,
                                     [(index, ev)]))
-        if not slow_start and grew > acked / 2 + self.mds:
-            flag("ca-growth-bound", index, t,
-                 f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
-                 f"(at most {acked // 2} + {self.mds})")
-        if self.k_basis and before.phase == CONGESTION_AVOIDANCE and after.phase == CONGESTION_AVOIDANCE:
+        if slow_start:
+            self.ca_round.clear()
+        else:
+            self.judge_ca_growth(index, ev, grew, acked)
+        if (self.k_basis and before.phase == CONGESTION_AVOIDANCE and after.phase == CONGESTION_AVOIDANCE
+                and not (self.reports_epoch and after.epoch_start_us is None)):
+            # A stack that reports its epoch and has none yet does not use K (W_cubic(t) needs
+            # t_epoch): the K is judged at the ACK that starts the epoch (aioquic 1.7.2 after
+            # persistent congestion sets W_max on an ACK and K at the next one).
             self.judge_k(index, t, before, after)
         if self.time_based:
             self.judge_curve(index, ev, before, after, truth, grew)
@@ -1094,6 +1117,36 @@ class Checker:
         if self.time_based:
             eligible = 0 if truth.ack_in_recovery or truth.ack_app_limited else acked
             self.track_idle_growth(index, ev, before, after, eligible)
+
+    def judge_ca_growth(self, index, ev, grew, acked) -> None:
+        """ca-growth-bound: target <= 1.5 cwnd (RFC 9438 §4.2) and cwnd += (target - cwnd) / cwnd
+        per new ACK (§4.4, §4.5) let one acknowledged byte grow the window by half a byte at
+        most.  Judged ACK by ACK; for a stack that sets its window from W_cubic(t) on every ACK
+        (picoquic) the growth follows time, so an ACK after a gap in the ACK clock carries the
+        growth of the whole gap: there the bound holds over the ACKs of the last smoothed RTT
+        (the 1.5x per round trip the rule implies) -- still per ACK after an idle period or a
+        congestion signal, which empty that round."""
+        bound = acked / 2 + self.mds
+        if not self.ca_growth_per_round_trip:
+            if grew > bound:
+                self.flag("ca-growth-bound", index, ev.t,
+                          f"congestion avoidance grew cwnd by {grew} for {acked} bytes acknowledged "
+                          f"(at most {acked // 2} + {self.mds})")
+            return
+        srtt = ev.rtt[1] if ev.rtt and ev.rtt[1] else 0
+        window = self.ca_round
+        window.append((ev.t, max(grew, 0), acked))
+        while window and window[0][0] < ev.t - srtt:
+            window.popleft()
+        if grew <= bound:
+            return
+        round_grew, round_acked = sum(w[1] for w in window), sum(w[2] for w in window)
+        if round_grew > round_acked / 2 + self.mds:
+            self.flag("ca-growth-bound", index, ev.t,
+                      f"congestion avoidance grew cwnd by {round_grew} for {round_acked} bytes acknowledged "
+                      f"by the {len(window)} ACK(s) of the last smoothed round trip ({srtt} us; at most "
+                      f"{round_acked // 2} + {self.mds}: the stack sets its window from W_cubic(t), judged "
+                      "per round trip)")
 
     # -- idle-inflation: compare the window's growth per acknowledged byte in the
     #    round trip after an idle period with the round trip before it.  With t

@@ -83,6 +83,10 @@ class Profile:
     # and applies it to every ACK of that tick: ca-off-curve's fastest window does the same.
     # The spec's hz= option sets the tick where the stack has one.
     ca_rate_tick_us: int = 0
+    # "ack" (default) or "round-trip": ca-growth-bound judges congestion-avoidance growth ACK by
+    # ACK, or over the ACKs of the last smoothed RTT for a stack that sets its window from
+    # W_cubic(t) on every ACK, whose growth follows time rather than bytes (picoquic).
+    ca_growth_per: str = "ack"
     deviations: list = field(default_factory=list)
     known: list = field(default_factory=list)   # [[known]] upstream issues and fixes (ccdiff/status.py)
     upstream: dict = field(default_factory=dict)   # [upstream]: when the tracker was checked, against what
@@ -117,6 +121,27 @@ class Profile:
         """ca_rate_tick_us, or 1 s / hz when the spec sets the stack's clock rate (linux:hz=1000)."""
         hz = dict(options).get("hz")
         return 1_000_000 // int(hz) if hz and self.ca_rate_tick_us else self.ca_rate_tick_us
+
+    def checker_options(self, options: tuple = ()) -> dict:
+        """What the checker takes from the profile beyond the floor (Checker's keywords)."""
+        return {"rate_tick_us": self.rate_tick_us(options),
+                "ca_growth_per_round_trip": self.ca_growth_per == "round-trip"}
+
+    def judged_rules(self) -> list:
+        """The rules this profile has judged in the stack's own terms rather than ACK by ACK
+        (`ca_rate_tick_us`, `ca_growth_per`): not waivers -- beyond the stack's own rule the
+        invariant still fires -- but listed with them (`ccdiff stacks --waivers`)."""
+        rules = []
+        if self.ca_rate_tick_us:
+            rules.append({"invariant": "ca-off-curve", "profile": f"ca_rate_tick_us = {self.ca_rate_tick_us}",
+                          "how": "the fastest window takes the rate of the first ACK of each "
+                                 f"{self.ca_rate_tick_us} us tick for every ACK of that tick"})
+        if self.ca_growth_per == "round-trip":
+            dev = next(d for d in self.deviations if d.get("ca_growth_per") == "round-trip")
+            rules.append({"invariant": "ca-growth-bound", "profile": 'ca_growth_per = "round-trip"',
+                          "how": "at most half the bytes acknowledged by the ACKs of the last smoothed "
+                                 f"round trip, plus a datagram (deviation {dev['id']}: {dev['code']})"})
+        return rules
 
     def divergence_excuses(self, observed: dict, at: int) -> tuple[list, list]:
         """The deviations that excuse a trajectory divergence beginning at event `at`: those
@@ -340,8 +365,22 @@ def load_profile(recipe) -> Profile:
                    min_window_datagrams=int(data.get("min_window_datagrams", 2)),
                    ecn=bool(data.get("ecn", True)),
                    ca_rate_tick_us=int(data.get("ca_rate_tick_us", 0)),
+                   ca_growth_per=_ca_growth_per(path, data),
                    deviations=deviations, known=known, upstream=upstream,
                    reached=_check_reached(path, data.get("reached", [])))
+
+
+def _ca_growth_per(path, data: dict) -> str:
+    """`ca_growth_per`: "ack" or "round-trip"; the latter only with a [[deviation]] that says
+    why from the stack's code (`code`), since it relaxes a MUST's per-ACK letter."""
+    value = data.get("ca_growth_per", "ack")
+    if value not in ("ack", "round-trip"):
+        raise SetupError(f"{path}: ca_growth_per is \"ack\" or \"round-trip\", found {value!r}")
+    if value == "round-trip" and not any(dev.get("ca_growth_per") == value and dev.get("code")
+                                         for dev in data.get("deviation", [])):
+        raise SetupError(f"{path}: ca_growth_per = \"round-trip\" needs a [[deviation]] with "
+                         "ca_growth_per = \"round-trip\" and the `code` that sets the window from W_cubic(t)")
+    return value
 
 
 def onset(finding) -> int:

@@ -74,7 +74,7 @@ def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
     checker = Checker(target.label, header.max_datagram_size, target.family, profile.min_window_datagrams,
                       provisional, mechanisms=profile.mechanisms(header.max_datagram_size, target.family),
-                      rate_tick_us=profile.rate_tick_us(target.options))
+                      **profile.checker_options(target.options))
     run = Run(target, controller, checker, profile, hidden=hidden)
     if crash is not None:
         run.error = f"open: {crash}"

@@ -7,6 +7,7 @@ controller), stands in for a stack whose snapshot still reports the RFC's K and 
 """
 import importlib.util
 import math
+import re
 
 import pytest
 
@@ -298,3 +299,100 @@ def test_the_rate_tick_comes_from_the_profile_and_the_specs_hz():
     linux = load_profile(recipes["linux"])
     assert linux.rate_tick_us(()) == 4_000 and linux.rate_tick_us((("hz", "1000"),)) == 1_000
     assert load_profile(recipes["quiche"]).rate_tick_us((("hz", "1000"),)) == 0
+
+
+class WindowFromTheCurve:
+    """A stack that sets its window from a curve of time on every ACK in congestion avoidance,
+    as picoquic sets cwin = W_cubic(t) (cubic.c:286-308): 40 bytes per ms from 60,000 bytes at
+    t = 1 s, whatever the ACK acknowledged."""
+
+    def step(self, ev):
+        cwnd = 60_000 + max(0, ev.t - 1_000_000) * 40 // 1_000 if ev.kind == ACKED else None
+        self.cwnd = cwnd if cwnd is not None else getattr(self, "cwnd", 60_000)
+        return Snapshot(self.cwnd, 50_000, ev.bytes_in_flight_after, CONGESTION_AVOIDANCE,
+                        None, 1_000_000, 60_000.0, 0.0)
+
+
+def _acks_with_a_gap(idle_before_gap: bool = False):
+    """A 100 ms path; at t = 1 s a flight of 40 packets acknowledged one per 2 ms, then a gap of
+    60 ms in the ACK clock (less than a round trip) before the next ACK of one packet: 2,400
+    bytes of growth for 1,200 acknowledged.  idle_before_gap: the pipe empties and the
+    sender is idle for 2 s first, so that ACK opens a new round trip."""
+    from .flow import Flow
+    flow = Flow()
+    flow.send(1)
+    flow.wait(100_000).ack([0])            # the RTT sample: 100 ms
+    flow.wait(800_000)
+    flight = flow.send(41)
+    flow.wait(100_000)
+    for pn in flight[:-1]:
+        flow.ack([pn]).wait(2_000)
+    if idle_before_gap:
+        flow.ack([flight[-1]]).wait(2_000_000)
+        flight = flow.send(2)
+        flow.wait(100_000).ack([flight[0]])
+    else:
+        flow.wait(58_000).ack([flight[-1]])
+    return flow.trace()
+
+
+def test_a_window_set_from_the_curve_is_bounded_per_round_trip_where_its_profile_says_so():
+    """ca-growth-bound holds ACK by ACK for most stacks; a stack whose window follows time
+    (profile ca_growth_per = "round-trip") may carry a gap's growth on one ACK, as long as the
+    round trip's ACKs grew it by at most half their bytes."""
+    trace = _acks_with_a_gap()
+    per_ack = _run(trace, WindowFromTheCurve())["ca-growth-bound"]
+    assert "grew cwnd by 2400 for 1200 bytes" in per_ack.detail
+    assert "ca-growth-bound" not in _run(trace, WindowFromTheCurve(), ca_growth_per_round_trip=True)
+
+
+def test_per_round_trip_a_jump_after_idle_is_still_a_violation():
+    """An idle period empties the round: the first ACK after it is judged alone, so W_cubic(t)
+    counted across the idle (picoquic's uncapped curve) is still caught."""
+    found = _run(_acks_with_a_gap(idle_before_gap=True), WindowFromTheCurve(), ca_growth_per_round_trip=True)
+    assert "by the 1 ACK(s) of the last smoothed round trip" in found["ca-growth-bound"].detail
+
+
+def test_round_trip_judging_needs_a_deviation_with_the_stacks_code(tmp_path):
+    from ccdiff.errors import SetupError
+    from ccdiff.profiles import load_profile
+    from ccdiff.stacks import load_recipes
+
+    class Recipe:
+        name, folder = "made-up", tmp_path
+    for text, expected in (('ca_growth_per = "rtt"\n', 'is "ack" or "round-trip"'),
+                           ('ca_growth_per = "round-trip"\n', "needs a [[deviation]]")):
+        (tmp_path / "profile.toml").write_text(text)
+        with pytest.raises(SetupError, match=re.escape(expected)):
+            load_profile(Recipe)
+    picoquic = load_profile(load_recipes()["picoquic"])
+    assert picoquic.checker_options()["ca_growth_per_round_trip"]
+    assert not load_profile(load_recipes()["quiche"]).checker_options()["ca_growth_per_round_trip"]
+    # picoquic's Reno (newreno.c) grows per ACK: the rule is for its CUBIC only
+    assert not Checker("picoquic-reno", 1200, "reno", ca_growth_per_round_trip=True).ca_growth_per_round_trip
+
+
+def test_picoquic_on_the_satellite_path_is_judged_per_round_trip():
+    """The real picoquic on scenarios/coverage/satellite.toml: an ACK 82 ms after the previous
+    one in a 600 ms round trip grows its 707 kB window by 2,551 bytes for 2,400 acknowledged
+    (W_cubic(t) across the gap).  Judged per ACK that is a violation; per round trip, as its
+    profile says, the run passes ca-growth-bound."""
+    from ccdiff.sim.engine import simulate
+    from ccdiff.sim.scenario import load_scenario
+    ensure_built("picoquic")
+    result = simulate(load_scenario(str(project_root() / "scenarios/coverage/satellite.toml")), "picoquic", 0)
+    assert "ca-growth-bound" not in {f["invariant"] for f in result.findings}
+    snapshots = replay(result.trace, ["picoquic"]).runs["picoquic"].snapshots
+    per_ack = _run(result.trace, Snapshots(snapshots))
+    assert "grew cwnd by 2551 for 2400 bytes" in per_ack["ca-growth-bound"].detail
+    assert "ca-growth-bound" not in _run(result.trace, Snapshots(snapshots), ca_growth_per_round_trip=True)
+
+
+class Snapshots:
+    """The snapshots of a finished replay, step by step (the checker judges them again)."""
+
+    def __init__(self, snapshots):
+        self.snapshots = iter(snapshots)
+
+    def step(self, ev):
+        return next(self.snapshots)

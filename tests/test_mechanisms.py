@@ -678,6 +678,39 @@ def test_a_3_s_outage_flags_aioquic_in_closed_loop():
     assert simulate(load_scenario("outage-3s"), "oracle", 0).status == "pass"
 
 
+def test_on_the_3_s_outage_a_k_recomputed_to_the_same_value_is_judged_against_its_own_windows():
+    """s2n-quic 0.91.0 after persistent congestion: cubic.reset() sets K = 0 and W_max = 0
+    (cubic.rs:416-420), then the slow-start exit sets W_max = cwnd and K = 0 again
+    (cubic.rs:354-361, 859-866) -- RFC 9438 §4.8's first avoidance stage after a timeout.  K
+    did not change value, and the checker kept judging it against the windows of the
+    persistent-congestion event: a k-mismatch on seeds 2, 4 and 6 that was ccdiff's own.  Now a
+    new W_max brings its event's windows in.  aioquic sets W_max on an ACK with no epoch and
+    K at the next one: its K is judged where the epoch starts (seed 1 had a k-mismatch)."""
+    from ccdiff.sim import load_scenario, simulate
+    outage = load_scenario("outage-3s")
+    for stack, seeds in (("s2n-quic", (2, 4, 6)), ("aioquic", (1,))):
+        ensure_built(stack)
+        for seed in seeds:
+            result = simulate(outage, stack, seed)
+            assert not [f for f in result.findings if f["invariant"] == "k-mismatch"], (stack, seed)
+
+
+def test_on_the_3_s_outage_quinn_ignores_a_loss_after_its_slow_start_exit():
+    """A real quinn 0.11.19 bug the outage reaches (docs/closed-loop-results.md): persistent
+    congestion clears recovery_start_time (cubic.rs:201-203); the slow-start exit then sets it
+    to `now` as the epoch's start (cubic.rs:118-128), and on_congestion_event ignores the loss
+    of every packet sent before that instant (cubic.rs:174-180) though no recovery began
+    (RFC 9002 §7.3.1's MUST).  Seed 8: pn 687's loss keeps cwnd at 8,400."""
+    from ccdiff.sim import load_scenario, simulate
+    ensure_built("quinn")
+    result = simulate(load_scenario("outage-3s"), "quinn", 8)
+    missing = [f for f in result.findings if f["invariant"] == "missing-reduction"]
+    assert [(f["status"], f["event_index"], f["t_us"]) for f in missing] == [("violation", 1035, 6_444_412)]
+    assert "quinn-reno" not in {f["stack"] for f in result.findings}
+    reno = simulate(load_scenario("outage-3s"), "quinn-reno", 8)
+    assert not [f for f in reno.findings if f["invariant"] == "missing-reduction"]
+
+
 # -- recovery membership where the clock cannot tell (#30, item 8) ----------------------------
 def _same_microsecond_after_a_loss(second_loss: bool):
     """pn 0..5 sent at 0; pn 1..5 acknowledged and pn 0 declared lost at 10 ms; pn 6, 7 sent

@@ -85,7 +85,8 @@ def own_window(trace: QlogTrace, run, logged: list) -> dict:
     snaps = run.snapshots or []
     header = trace.header
     checker = Checker(run.label, header.max_datagram_size, run.target.family, run.profile.min_window_datagrams,
-                      bool(run.target.recipe and run.target.recipe.loss_applied_with_ack))
+                      bool(run.target.recipe and run.target.recipe.loss_applied_with_ack),
+                      **run.profile.checker_options(run.target.options))
     truth = Truth(ecn=run.profile.ecn)
     state: dict = {}
     before = None

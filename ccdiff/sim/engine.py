@@ -73,7 +73,7 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
     bdp_bytes = s.rate_bytes_per_s * s.base_rtt_us // 1_000_000
     checker = Checker(target.label, mds, target.family, profile.min_window_datagrams, provisional,
                       bdp_bytes=bdp_bytes, mechanisms=profile.mechanisms(mds, target.family),
-                      rate_tick_us=profile.rate_tick_us(target.options))
+                      **profile.checker_options(target.options))
     # The stack's window against its reference oracle's on the run's own events (issue #21
     # item 5): an arithmetic slip that keeps every per-event invariant still shows.
     differential = None
