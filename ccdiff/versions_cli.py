@@ -17,7 +17,7 @@ def version_rows(stack: str, offline: bool = False) -> tuple[list, object, str]:
     """One row per release: published (registry), pinned, locked, built, supported, features."""
     from .probe import describe
     from .registry import load_config, load_lock, published, support, version_key
-    from .stacks import features_of, load_recipes
+    from .stacks import checkout_source, features_of, load_recipes
     recipes = load_recipes()
     if stack not in recipes:
         raise SetupError(f"unknown stack {stack!r}; known: {', '.join(sorted(recipes))}")
@@ -67,7 +67,8 @@ def version_rows(stack: str, offline: bool = False) -> tuple[list, object, str]:
             if p.name.startswith(("local-", "git-")) and (p / "libccdiff_adapter.so").exists():
                 rows.append({"version": p.name, "package": "", "package_version": "", "published": False,
                              "yanked": False, "sha256": "", "pinned": False, "locked": False, "built": True,
-                             "supported": True, "why_not": "", "features": describe(features_of(recipe, p.name))})
+                             "supported": True, "why_not": "", "features": describe(features_of(recipe, p.name)),
+                             **checkout_source(recipe, p.name)})
     rows.sort(key=lambda r: version_key(r["package_version"] or r["version"] or ""))
     return rows, config, warning
 
@@ -80,6 +81,7 @@ def cmd_versions(args) -> int:
         print(json.dumps({"stack": args.stack, "registry": config.kind, "package": config.package,
                           "supported": config.supported_text(), "releases": rows}, indent=2))
         return EXIT_OK
+    from rich.markup import escape
     from rich.table import Table
     from .report_terminal import console
     table = Table(title=f"{args.stack}: releases of {config.package} "
@@ -100,6 +102,8 @@ def cmd_versions(args) -> int:
         if not config.same_version:
             cells.append(r["package_version"])
         built = "[green]yes[/]" if r["built"] else "no"
+        if r.get("source_gone"):     # as `ccdiff stacks` says it: a checkout build whose folder was deleted
+            built += f"\n[yellow]local build; its source folder is gone[/] ({escape(r['source'] or 'not recorded')})"
         sup = "[green]yes[/]" if r["supported"] else "no"
         cells += [reg, built, sup, r["features"]]
         table.add_row(*cells)

@@ -268,5 +268,8 @@ def test_the_default_run_takes_pinned_releases_only_and_stacks_marks_a_gone_sour
     assert main(["stacks"]) == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert shown.count("source folder is gone") == 1
+    assert main(["versions", "ngtcp2", "--offline"]) == 0              # and so does `ccdiff versions`
+    shown = " ".join(capsys.readouterr().out.split())
+    assert shown.count("source folder is gone") == 1
     assert main(["replay", str(ROOT / "examples" / "idle-restart.jsonl"),
                  "--stack", "ngtcp2@git-0123456789"]) == 1               # named: it runs
