@@ -185,8 +185,8 @@ def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
 def recipe_digest(recipe: StackRecipe) -> str | None:
     """A hash of what a stack's build is made from besides upstream: its folder (adapter,
     build.sh, patches, locks; not profile.toml, provenance.toml, registry.toml or releases.lock,
-    which no build reads, nor connection/, the connection shim's own build) and the adapter ABI
-    header.  A build made from other files is stale and is rebuilt: after a `git pull` or an
+    which no build reads, nor connection/, the connection shim's own build), the adapter ABI
+    header and the shared build steps build.sh sources.  A build made from other files is stale and is rebuilt: after a `git pull` or an
     edit to an adapter, nothing runs yesterday's library.  None where the recipe's sources
     are not present (a runtime image holds only the built libraries)."""
     if not (recipe.folder / "build.sh").exists():
@@ -197,6 +197,9 @@ def recipe_digest(recipe: StackRecipe) -> str | None:
                    and not any(part.startswith(".") or part in ("target", "connection")
                                for part in p.relative_to(recipe.folder).parts))
     files.append(root / "include" / "ccdiff_adapter.h")
+    # and the shared build steps its build.sh sources (include/rust_build.sh)
+    script = (recipe.folder / "build.sh").read_text()
+    files += [p for p in sorted((root / "include").glob("*.sh")) if p.name in script]
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")

@@ -66,6 +66,22 @@ def test_an_adapter_edit_makes_the_build_stale_and_ensure_built_rebuilds_it(tmp_
     assert is_stale(recipe, "1.0")                          # the ABI header counts too
 
 
+def test_the_shared_build_steps_a_build_sh_sources_count_and_no_others(tmp_path, monkeypatch):
+    """implementations/include/rust_build.sh is part of the Rust stacks' builds: an edit to it
+    makes a build whose build.sh sources it stale, and leaves the others current."""
+    stack, _ = _home(tmp_path, monkeypatch)
+    shared = tmp_path / "implementations" / "include" / "rust_build.sh"
+    shared.write_text("sync_tree() { :; }\n")
+    recipe = load_recipes()["tiny"]
+    digest = recipe_digest(recipe)
+    shared.write_text("sync_tree() { true; }\n")
+    assert recipe_digest(recipe) == digest                  # tiny's build.sh does not source it
+    (stack / "build.sh").write_text(BUILD_SH + '. "$(dirname "$0")/../include/rust_build.sh"\n')
+    sourcing = recipe_digest(recipe)
+    shared.write_text("sync_tree() { false; }\n")
+    assert recipe_digest(recipe) != sourcing
+
+
 EXCLUSIVE_BUILD_SH = """#!/bin/sh
 # Fails if another build of this folder is running: the marker is created atomically.
 mkdir "$2/building" || { echo "another build is running in $2"; exit 1; }

@@ -26,14 +26,16 @@ def supports_connection(target: Target) -> bool:
 
 
 # The contract the shims are built against: a change to either rebuilds every shim.
-CONTRACT_HEADERS = ("ccdiff_connection.h", "ccdiff_connection_c.h")
+# What every shim's build reads from implementations/include/ besides its own folder: the
+# contract headers and the Rust builds' shared steps.
+SHARED_INPUTS = ("ccdiff_connection.h", "ccdiff_connection_c.h", "rust_build.sh")
 
 
 def _digest(folder: Path) -> str:
     """The shim's folder (ccdiff/build.py's tree_digest, as for a --source tree) and the
-    contract headers."""
+    shared inputs."""
     digest = hashlib.sha256(tree_digest(folder).encode())
-    for name in CONTRACT_HEADERS:
+    for name in SHARED_INPUTS:
         digest.update(b"\0" + name.encode() + b"\0" + (implementations_dir() / "include" / name).read_bytes())
     return digest.hexdigest()[:16]
 

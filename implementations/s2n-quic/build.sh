@@ -44,13 +44,15 @@ if [ "${CCDIFF_SANITIZE:-0}" = 1 ]; then
          "overflow-checks and debug-assertions are always on" >&2
 fi
 
+# The steps the Rust builds share: stage_upstream, use_lock, sync_tree, cargo_build_library
+. "$HERE/../include/rust_build.sh"
 WORK=$OUT/work
 STAGE=$WORK/stage
 rm -rf "$STAGE"
-mkdir -p "$STAGE/adapter" "$STAGE/upstream"
+mkdir -p "$STAGE/adapter"
 # Stage: copy the source (minus VCS and build output), add the read-only facade
 # (patches/apply.py), add the adapter.
-tar -C "$SRC" --exclude=./.git --exclude=./target -cf - . | tar -C "$STAGE/upstream" -xf -
+stage_upstream "$SRC" "$STAGE/upstream"
 python3 "$HERE/patches/apply.py" "$STAGE/upstream/$CRATE_REL"
 cp -R "$HERE/adapter/Cargo.toml" "$HERE/adapter/src" "$STAGE/adapter/"
 # The adapter's path dependency is ../s2n-quic-core: point it at the crate.
@@ -59,43 +61,9 @@ sed -i "s|path = \"../s2n-quic-core\"|path = \"../upstream/$CRATE_REL\"|" "$STAG
 # The committed lock pins every dependency by version and checksum (the crate itself
 # is pinned by stack.toml's sha256).  A checkout builds unlocked.
 LOCK=$HERE/adapter/locks/$VERSION.lock
-LOCKED=()
-if [ "$KIND" = crate ] && [ -f "$LOCK" ]; then
-    cp "$LOCK" "$STAGE/adapter/Cargo.lock"
-    LOCKED=(--locked)
-else
-    echo "s2n-quic/build.sh: note: no committed lock for $KIND $VERSION; building unlocked" >&2
-    if [ "$KIND" = crate ]; then
-        echo "s2n-quic/build.sh: pin it with: cp $WORK/tree/adapter/Cargo.lock $LOCK" >&2
-    fi
-fi
+use_lock s2n-quic/build.sh "$KIND" "$LOCK" "$STAGE/adapter/Cargo.lock"
 
-# Sync the stage into work/tree, touching only files whose content changed, so
-# cargo's mtime fingerprints keep a re-run incremental.
-python3 - "$STAGE" "$WORK/tree" <<'PY'
-import filecmp, os, shutil, sys
-src, dst = sys.argv[1], sys.argv[2]
-for root, dirs, files in os.walk(src):
-    rel = os.path.relpath(root, src)
-    os.makedirs(os.path.join(dst, rel), exist_ok=True)
-    for f in files:
-        s, d = os.path.join(root, f), os.path.join(dst, rel, f)
-        if not (os.path.isfile(d) and filecmp.cmp(s, d, shallow=False)):
-            shutil.copy2(s, d)
-for root, dirs, files in os.walk(dst, topdown=False):
-    rel = os.path.relpath(root, dst)
-    for f in files:
-        if not os.path.exists(os.path.join(src, rel, f)) and f != "Cargo.lock":
-            os.remove(os.path.join(root, f))
-    if not os.path.exists(os.path.join(src, rel)) and not os.listdir(root):
-        os.rmdir(root)
-PY
-rm -rf "$STAGE"
+sync_tree "$STAGE" "$WORK/tree"
 
-export CARGO_TARGET_DIR=$OUT/target
-"$CARGO" build --release "${LOCKED[@]}" --manifest-path "$WORK/tree/adapter/Cargo.toml" \
-    || die "cargo build failed (see above)"
-RELEASE=$CARGO_TARGET_DIR/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release
-cp "$RELEASE/libccdiff_adapter.so" "$OUT/libccdiff_adapter.so.tmp"
-mv "$OUT/libccdiff_adapter.so.tmp" "$OUT/libccdiff_adapter.so"
+cargo_build_library "$WORK/tree/adapter/Cargo.toml" libccdiff_adapter.so "$OUT"
 echo "s2n-quic/build.sh: built $OUT/libccdiff_adapter.so"

@@ -47,56 +47,25 @@ VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$SRC/Cargo.toml" | head -n1)
 [ -n "$VERSION" ] || die "cannot read the version from $SRC/Cargo.toml"
 echo "quiche/connection/build.sh: quiche $VERSION from $SRC${CCDIFF_STACK_VERSION:+, requested $CCDIFF_STACK_VERSION}"
 
+# The steps the Rust builds share: stage_upstream, use_lock, sync_tree, cargo_build_library
+. "$HERE/../../include/rust_build.sh"
 WORK=$OUT/work
 STAGE=$WORK/stage
 rm -rf "$STAGE"
-mkdir -p "$STAGE/shim" "$STAGE/quiche"
-tar -C "$SRC" --exclude=./.git --exclude=./target -cf - . | tar -C "$STAGE/quiche" -xf -
+mkdir -p "$STAGE/shim"
+stage_upstream "$SRC" "$STAGE/quiche"
 python3 "$HERE/patches/clock.py" "$STAGE/quiche"
 cp -R "$HERE/shim/Cargo.toml" "$HERE/shim/src" "$STAGE/shim/"
 
+# No committed lock: start from quiche's own lock so versions match what it pins, and let
+# cargo add/prune the rest.
 LOCK=$HERE/locks/$VERSION.lock
-LOCKED=()
-if [ -f "$LOCK" ]; then
-    cp "$LOCK" "$STAGE/shim/Cargo.lock"
-    LOCKED=(--locked)
-else
-    # No committed lock: start from quiche's own lock so versions match what it
-    # pins, and let cargo add/prune the rest.
-    [ -f "$SRC/Cargo.lock" ] && cp "$SRC/Cargo.lock" "$STAGE/shim/Cargo.lock"
-    echo "quiche/connection/build.sh: note: no committed lock for $VERSION; building unlocked" >&2
-    echo "quiche/connection/build.sh: pin it with: cp $WORK/tree/shim/Cargo.lock $LOCK" >&2
-fi
+use_lock quiche/connection/build.sh crate "$LOCK" "$STAGE/shim/Cargo.lock" "$SRC/Cargo.lock"
 
-# Sync the stage into work/tree, touching only files whose content changed, so
-# cargo's mtime fingerprints keep a re-run incremental (BoringSSL is minutes).
-python3 - "$STAGE" "$WORK/tree" <<'PY'
-import filecmp, os, shutil, sys
-src, dst = sys.argv[1], sys.argv[2]
-for root, dirs, files in os.walk(src):
-    rel = os.path.relpath(root, src)
-    os.makedirs(os.path.join(dst, rel), exist_ok=True)
-    for f in files:
-        s, d = os.path.join(root, f), os.path.join(dst, rel, f)
-        if not (os.path.isfile(d) and filecmp.cmp(s, d, shallow=False)):
-            shutil.copy2(s, d)
-for root, dirs, files in os.walk(dst, topdown=False):
-    rel = os.path.relpath(root, dst)
-    for f in files:
-        if not os.path.exists(os.path.join(src, rel, f)):
-            os.remove(os.path.join(root, f))
-    if not os.path.exists(os.path.join(src, rel)):
-        os.rmdir(root)
-PY
-rm -rf "$STAGE"
+sync_tree "$STAGE" "$WORK/tree"
 
-export CARGO_TARGET_DIR=$OUT/target
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 # BoringSSL's cmake build honours CMAKE_BUILD_PARALLEL_LEVEL (the cmake crate sets it
 # from cargo's jobs).
-"$CARGO" build --release "${LOCKED[@]}" --manifest-path "$WORK/tree/shim/Cargo.toml" \
-    || die "cargo build failed (see above)"
-RELEASE=$CARGO_TARGET_DIR/release
-cp "$RELEASE/libccdiff_connection.so" "$OUT/libccdiff_connection.so.tmp"
-mv "$OUT/libccdiff_connection.so.tmp" "$OUT/libccdiff_connection.so"
+cargo_build_library "$WORK/tree/shim/Cargo.toml" libccdiff_connection.so "$OUT"
 echo "quiche/connection/build.sh: built $OUT/libccdiff_connection.so"

@@ -39,54 +39,22 @@ VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$SRC/$CRATE_REL/Cargo.toml" | he
 [ -n "$VERSION" ] || die "cannot read the version from $SRC/$CRATE_REL/Cargo.toml"
 echo "quinn/connection/build.sh: quinn-proto $VERSION ($KIND) from $SRC${CCDIFF_STACK_VERSION:+, requested $CCDIFF_STACK_VERSION}"
 
+# The steps the Rust builds share: stage_upstream, use_lock, sync_tree, cargo_build_library
+. "$HERE/../../include/rust_build.sh"
 WORK=$OUT/work
 STAGE=$WORK/stage
 rm -rf "$STAGE"
-mkdir -p "$STAGE/shim" "$STAGE/upstream"
-tar -C "$SRC" --exclude=./.git --exclude=./target -cf - . | tar -C "$STAGE/upstream" -xf -
+mkdir -p "$STAGE/shim"
+stage_upstream "$SRC" "$STAGE/upstream"
 python3 "$HERE/facade.py" "$STAGE/upstream/$CRATE_REL"
 cp -R "$HERE/Cargo.toml" "$HERE/src" "$STAGE/shim/"
 sed -i "s|path = \"../quinn-proto\"|path = \"../upstream/$CRATE_REL\"|" "$STAGE/shim/Cargo.toml"
 grep -q "path = \"../upstream/$CRATE_REL\"" "$STAGE/shim/Cargo.toml" || die "Cargo.toml: quinn-proto path not rewritten"
 
 LOCK=$HERE/locks/$VERSION.lock
-LOCKED=()
-if [ "$KIND" = crate ] && [ -f "$LOCK" ]; then
-    cp "$LOCK" "$STAGE/shim/Cargo.lock"
-    LOCKED=(--locked)
-else
-    echo "quinn/connection/build.sh: note: no committed lock for $KIND $VERSION; building unlocked" >&2
-    if [ "$KIND" = crate ]; then
-        echo "quinn/connection/build.sh: pin it with: cp $WORK/tree/shim/Cargo.lock $LOCK" >&2
-    fi
-fi
+use_lock quinn/connection/build.sh "$KIND" "$LOCK" "$STAGE/shim/Cargo.lock"
 
-# Sync the stage into work/tree, touching only files whose content changed, so
-# cargo's mtime fingerprints keep a re-run incremental.
-python3 - "$STAGE" "$WORK/tree" <<'PY'
-import filecmp, os, shutil, sys
-src, dst = sys.argv[1], sys.argv[2]
-for root, dirs, files in os.walk(src):
-    rel = os.path.relpath(root, src)
-    os.makedirs(os.path.join(dst, rel), exist_ok=True)
-    for f in files:
-        s, d = os.path.join(root, f), os.path.join(dst, rel, f)
-        if not (os.path.isfile(d) and filecmp.cmp(s, d, shallow=False)):
-            shutil.copy2(s, d)
-for root, dirs, files in os.walk(dst, topdown=False):
-    rel = os.path.relpath(root, dst)
-    for f in files:
-        if not os.path.exists(os.path.join(src, rel, f)) and f != "Cargo.lock":
-            os.remove(os.path.join(root, f))
-    if not os.path.exists(os.path.join(src, rel)) and not os.listdir(root):
-        os.rmdir(root)
-PY
-rm -rf "$STAGE"
+sync_tree "$STAGE" "$WORK/tree"
 
-export CARGO_TARGET_DIR=$OUT/target
-"$CARGO" build --release "${LOCKED[@]}" --manifest-path "$WORK/tree/shim/Cargo.toml" \
-    || die "cargo build failed (see above)"
-RELEASE=$CARGO_TARGET_DIR/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release
-cp "$RELEASE/libccdiff_connection.so" "$OUT/libccdiff_connection.so.tmp"
-mv "$OUT/libccdiff_connection.so.tmp" "$OUT/libccdiff_connection.so"
+cargo_build_library "$WORK/tree/shim/Cargo.toml" libccdiff_connection.so "$OUT"
 echo "quinn/connection/build.sh: built $OUT/libccdiff_connection.so"
