@@ -25,6 +25,11 @@ instead runs the hostile user's attempts of issue #32 (bench/hostile_classes.py)
 process each, and prints attempts, classes, data lost, tracebacks, wrong exit codes and the
 worst peak RSS (the goal: 0, 0, 0); writes OUT/hostile-classes-DATE.json; exit 1 if any
 count is not 0.
+
+    python3 bench/bench_hostile.py --classes --code DIR
+
+runs the same attempts with DIR's ccdiff (another checkout, e.g. the commit issue #32 was
+written against) and lists every attempt that FAILS there, and how.
 """
 from __future__ import annotations
 
@@ -123,9 +128,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, help="instead of --minutes (smoke runs)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--classes", action="store_true", help="the issue #32 attempt catalog instead")
+    parser.add_argument("--code", type=Path, metavar="DIR",
+                        help="with --classes: run each attempt's ccdiff from checkout DIR (PYTHONPATH=DIR)")
     args = parser.parse_args()
+    if args.code and not args.classes:
+        parser.error("--code goes with --classes")
     if args.classes:
-        return classes_main(args.out)
+        return classes_main(args.out, args.code)
     seconds = args.seconds if args.seconds is not None else args.minutes * 60
     now = datetime.datetime.now(datetime.timezone.utc)
     with tempfile.TemporaryDirectory(prefix="ccdiff-hostile-") as tmp:
@@ -161,18 +170,22 @@ def main() -> int:
     return 1 if any(crashes for _, _, crashes in rows) else 0
 
 
-def classes_main(out_dir: Path) -> int:
-    from hostile_classes import run_all, table
+def classes_main(out_dir: Path, code: Path | None = None) -> int:
+    from hostile_classes import check_code, failures, run_all, table
     now = datetime.datetime.now(datetime.timezone.utc)
-    rows = run_all()
-    print(f"hostile attempts of issue #32 ({now:%Y-%m-%d %H:%M UTC})")
+    package = check_code(code) if code else None
+    rows = run_all(code)
+    print(f"hostile attempts of issue #32 ({now:%Y-%m-%d %H:%M UTC})" + (f", ccdiff from {package}" if code else ""))
     print(table(rows))
+    for r in rows:
+        if failures(r):
+            print(f"FAIL {r['class']}: {r['attempt']!r}: {'; '.join(failures(r))} -- {r['last_line']}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"hostile-classes-{now:%Y-%m-%d}.json"
-    out.write_text(json.dumps({"date": now.strftime("%Y-%m-%d %H:%M UTC"), "rows": rows}, indent=1,
-                              sort_keys=True) + "\n")
+    out = out_dir / f"hostile-classes-{now:%Y-%m-%d}{'-' + code.resolve().name if code else ''}.json"
+    out.write_text(json.dumps({"date": now.strftime("%Y-%m-%d %H:%M UTC"), "code": package, "rows": rows},
+                              indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}", file=sys.stderr)
-    return 1 if any(r["wrong_exit"] or r["traceback"] or r["data_lost"] or r["raw_control"] for r in rows) else 0
+    return 1 if any(failures(r) for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -60,15 +60,19 @@ def test_hostile_classes_lose_nothing_and_exit_as_their_class_says(tmp_path):
     """Issue #32's table (bench_hostile.py --classes): every attempt of the hostile audit,
     run as a user would; the counts must be 0, and the judge itself must see a loss."""
     import hostile_classes
-    rows = hostile_classes.run_all()
+    rows = hostile_classes.run_all(hostile_classes.ROOT)     # this tree's ccdiff, not an installed one
     assert len({r["class"] for r in rows}) >= 14
-    bad = [r for r in rows if r["data_lost"] or r["traceback"] or r["wrong_exit"] or r["raw_control"]]
+    bad = [(r["attempt"], hostile_classes.failures(r), r["last_line"]) for r in rows if hostile_classes.failures(r)]
     assert not bad, bad
     table = hostile_classes.table(rows)
     assert f"| {len(rows)} | {len({r['class'] for r in rows})} | 0 | 0 | 0 | 0 |" in table
     probe = hostile_classes.Attempt("probe", "a file the attempt removes", ["validate", "{d}/t.jsonl"],
                                     exits=(0,), files={"t.jsonl": "x"}, keep=("gone",))
     assert hostile_classes.run_attempt(probe, tmp_path)["data_lost"] == ["gone"]
+    unknown = hostile_classes.Attempt("probe", "an option this ccdiff lacks",
+                                      ["validate", "{d}/t.jsonl", "--no-such-option"])
+    assert hostile_classes.failures(hostile_classes.run_attempt(unknown, tmp_path)) == [
+        "the option parser refused it (never ran)"]
 
 
 def test_hostile_campaign_reports_an_escaping_exception(monkeypatch):
