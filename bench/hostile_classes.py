@@ -9,6 +9,11 @@ them (a `ccdiff` process each, in a scratch folder) and judged on these counts:
   raw control    ESC or BEL reaching the terminal
   peak RSS       the process's own maximum resident size (wait4's rusage)
 
+and, where an attempt asks: words its output must (`says`) or must not (`never_says`) hold, the
+mode of every file it wrote under a umask, XML files that must be well-formed, and processes of
+its group still alive after it died (a signal sent to it mid-run, `signal`); a second ccdiff
+may run beside it (`background`).
+
 An exit 2 from the option parser ("unrecognized arguments") does not count as the class's
 refusal (the attempt never ran) unless the attempt says so; an attempt marked `only_error`
 must be refused before any work (its output is the error line alone).
@@ -52,7 +57,7 @@ class Attempt:
     argv: list                       # after `python3 -m ccdiff`; "{d}" is the scratch folder
     exits: tuple = (2,)
     files: dict = field(default_factory=dict)   # relative path -> text, made before the attempt
-    keep: tuple = ()                 # relative paths that must be byte-identical afterwards
+    keep: tuple = ()                 # relative paths (or globs) that must be byte-identical afterwards
     made: tuple = ()                 # relative paths the attempt must still write (else: data lost)
     stdin: str | None = None
     limit_file_bytes: int = 0        # RLIMIT_FSIZE: a full disk, as EFBIG
@@ -61,6 +66,16 @@ class Attempt:
     seconds: float = DEADLINE_S      # killed after this (exit -9)
     parser_refusal_ok: bool = False  # the option's refusal is the fix (serve --token)
     only_error: bool = False         # refused before any work: one line of output
+    env: dict = field(default_factory=dict)      # extra environment ("{d}" is the scratch folder)
+    background: list = field(default_factory=list)   # argv started before the attempt, running beside it
+    wait_for: str = ""               # relative path the background run makes before the attempt starts
+    says: tuple = ()                 # words the output must hold ("{d}": the scratch folder)
+    never_says: tuple = ()           # words it must not hold
+    umask: int | None = None         # run under this umask: every file it writes has 0666 & ~umask
+    xml: tuple = ()                  # relative paths that must be well-formed XML
+    send_signal: tuple = ()          # (signum, "group" | "parent", workers): sent once it has that many
+    no_orphans: bool = False         # nothing of its process group may outlive it
+    absent: tuple = ()               # globs (relative) that must match nothing afterwards: left behind
 
 
 def _scenario(name: str, **changes) -> str:
@@ -68,6 +83,76 @@ def _scenario(name: str, **changes) -> str:
     for old, new in changes.items():
         text = text.replace(old, new)
     return text
+
+
+def _long(name: str = "long") -> str:
+    """A case that runs for minutes: the run is still under way when something happens to it."""
+    return _scenario(name).replace("bytes = 200_000", "bytes = 2_000_000_000").replace(
+        "deadline_us = 10_000_000", "deadline_us = 3_600_000_000")
+
+
+def _faulty_home(folder: Path) -> None:
+    """tests/fault_adapters.py's faulty stack (fault=crash|opencrash|...), built into folder/home."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fault_adapters import install_faulty_stack
+    install_faulty_stack(folder / "home")
+
+
+def _shard_without_status(folder: Path) -> None:
+    """Shard s2's case loses its "status"; shard.json's hash of summary.json follows, so only
+    the record itself is wrong (the merge must name s2, not s1)."""
+    import json
+    summary, marker = folder / "s2" / "summary.json", folder / "s2" / "shard.json"
+    doc = json.loads(summary.read_text())
+    for case in doc["cases"]:
+        case.pop("status", None)
+    summary.write_text(json.dumps(doc))
+    record = json.loads(marker.read_text())
+    record["summary_sha256"] = hashlib.sha256(summary.read_bytes()).hexdigest()
+    marker.write_text(json.dumps(record))
+
+
+FAULTY = {"CCDIFF_HOME": "{d}/home", "CCDIFF_BUILD_DIR": "{d}/home/build"}
+HEADER = TRACE.read_text().splitlines()[0]
+CUT_SQLOG = ('\x1e{"qlog_version": "0.3"}\n\x1e{"time": 0, "name": "transport:packet_sent", "data": {\n'
+             '\x1e{"time": 1, "name": "transport:packet_sent", "data": {}}\n')
+SHARD = ["conform", "--stack", "oracle", "--stack", "oracle:idle=last-send", "--scenario", "{d}/s.toml",
+         "--seeds", "1", "--no-report"]
+
+
+TINY = {"CCDIFF_HOME": "{d}/home", "CCDIFF_BUILD_DIR": "{d}/home/build"}
+
+
+def _tiny_home(folder: Path, sha256: str | None = None) -> None:
+    """tests/test_build.py's stack `tiny` in folder/home: its release one README (pinned by
+    sha256, or by a wrong one), its adapter one C file; and folder/enclosing, one git
+    repository holding two source trees that differ in one file."""
+    import io
+    import tarfile
+    stack = folder / "home" / "implementations" / "tiny"
+    stack.mkdir(parents=True)
+    (stack.parent / "include").mkdir()
+    (stack.parent / "include" / "ccdiff_adapter.h").write_text("/* ABI */\n")
+    archive = folder / "tiny-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("tiny-1.0/README")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"tiny\n"))
+    (stack / "stack.toml").write_text(
+        f'name = "tiny"\nlanguage = "c"\ndefault_version = "1.0"\n[[versions]]\nversion = "1.0"\n'
+        f'url = "{archive.as_uri()}"\nsha256 = "{sha256 or hashlib.sha256(archive.read_bytes()).hexdigest()}"\n')
+    (stack / "build.sh").write_text('#!/bin/sh\ncc -shared -fPIC -o "$2/libccdiff_adapter.so" '
+                                    '"$(dirname "$0")/adapter.c"\n')
+    (stack / "build.sh").chmod(0o755)
+    (stack / "adapter.c").write_text("int ccd_abi_version(void) { return 1; }\n")
+    (stack / "profile.toml").write_text("")
+    enclosing = folder / "enclosing"
+    for n in range(2):
+        (enclosing / f"tree-{n}" / "lib").mkdir(parents=True)
+        (enclosing / f"tree-{n}" / "lib" / "cc.c").write_text(f"/* tree {n} */\n")
+    git = ["git", "-C", str(enclosing), "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "two trees"]):
+        subprocess.run(git + args, check=True, capture_output=True)
 
 
 ATTEMPTS = [
@@ -143,6 +228,66 @@ ATTEMPTS = [
             ["matrix", str(TRACE), "--stack", "aioquic@1.7.2", "--json", "{d}/no/such/f.json"], only_error=True),
     Attempt("a piped trace", "cat t | ccdiff replay /dev/stdin", ["replay", "/dev/stdin", "--stack", "oracle"],
             exits=(0,), stdin=str(TRACE)),
+    # the classes the first catalogue left to tests/ (notes: bench/results/hostile-vs-3c176b9-2026-11-29.md)
+    Attempt("two runs into one folder", "a conform into the --out another conform is writing",
+            ["conform", "--stack", "oracle", "--scenario", "{d}/s.toml", "--seeds", "1", "--out", "{d}/out"],
+            files={"s.toml": _scenario("s"), "long.toml": _long()}, wait_for="out",
+            background=[["conform", "--stack", "oracle", "--scenario", "{d}/long.toml", "--seeds", "1", "--jobs", "1",
+                         "--out", "{d}/out"]]),
+    Attempt("an adapter crash is the stack's finding", "replay: a stack segfaults mid-trace",
+            ["replay", str(TRACE), "--stack", "oracle:idle=last-send", "--stack", "faulty:fault=crash",
+             "--json", "{d}/f.json"], exits=(1,), before=[_faulty_home], env=FAULTY, made=("f.json",)),
+    Attempt("an adapter crash is the stack's finding", "replay --isolate: a stack segfaults while opening",
+            ["replay", str(TRACE), "--isolate", "--stack", "faulty:fault=opencrash", "--stack", "oracle:idle=last-send",
+             "--json", "{d}/f.json"], exits=(1,), before=[_faulty_home], env=FAULTY, made=("f.json",)),
+    Attempt("an adapter crash is the stack's finding", "sim: a stack segfaults", ["sim", "{d}/s.toml", "--stack",
+            "faulty:fault=crash"], exits=(1,), files={"s.toml": _scenario("s")}, before=[_faulty_home], env=FAULTY),
+    Attempt("a trace that means two things", "a key given twice in an event", ["validate", "{d}/t.jsonl"],
+            files={"t.jsonl": HEADER + '\n{"t": 0, "ev": "sent", "pn": 0, "pn": 1, "bytes": 1200}\n'}),
+    Attempt("a trace that means two things", "a key given twice in the header", ["validate", "{d}/t.jsonl"],
+            files={"t.jsonl": '{"ccdiff_trace": 1, "ccdiff_trace": 2, "max_datagram_size": 1200}\n'}),
+    Attempt("a trace that means two things", '"ccdiff_trace": 1.0', ["validate", "{d}/t.jsonl"],
+            files={"t.jsonl": '{"ccdiff_trace": 1.0, "max_datagram_size": 1200}\n'}),
+    Attempt("an unknown qlog version", 'import a qlog of version "9.9"', ["import", "{d}/q.qlog", "-o", "{d}/t.jsonl"],
+            files={"q.qlog": QLOG.read_text().replace('"qlog_version": "0.3"', '"qlog_version": "9.9"')}),
+    Attempt("errors at the wrong line", "a JSON-SEQ record cut short mid-file",
+            ["import", "{d}/cut.sqlog", "-o", "{d}/t.jsonl"], files={"cut.sqlog": CUT_SQLOG}, says=("cut.sqlog:2:",)),
+    Attempt("errors at the wrong line", "merge: the second shard's record is bad",
+            ["merge", "{d}/s1", "{d}/s2", "--out", "{d}/m"], files={"s.toml": _scenario("s")},
+            before=[SHARD + ["--shard", "1/2", "--out", "{d}/s1"], SHARD + ["--shard", "2/2", "--out", "{d}/s2"],
+                    _shard_without_status], says=("{d}/s2/shard.json",), never_says=("{d}/s1/",)),
+    Attempt("file modes", "replay --json --report under umask 027",
+            ["replay", str(TRACE), "--stack", "aioquic@1.7.2", "--json", "{d}/f.json", "--report", "{d}/R"],
+            exits=(1,), umask=0o027, made=("f.json", "R/summary.json")),
+    Attempt("file modes", "import -o under umask 027", ["import", str(QLOG), "-o", "{d}/t.jsonl"], exits=(0,),
+            umask=0o027, made=("t.jsonl",)),
+    Attempt("control characters", "junit.xml of a trace named with ESC and BEL",
+            ["matrix", "{d}/x\x1b]0;owned\x07.jsonl", "--stack", "aioquic@1.7.2", "--report", "{d}/R"], exits=(1,),
+            files={"x\x1b]0;owned\x07.jsonl": TRACE.read_text()}, xml=("R/junit.xml",)),
+    Attempt("harness errors blamed on the stack", "a scenario name too long for a folder (ENAMETOOLONG)",
+            ["conform", "--stack", "oracle:idle=last-send", "--scenario", "{d}/s.toml", "--seeds", "1", "--out",
+             "{d}/out"], files={"s.toml": _scenario("x" * 300)}, never_says=("worker died",)),
+    Attempt("options that do nothing", "a stack option given twice",
+            ["replay", str(TRACE), "--stack", "oracle:idle=last-send,idle=none"]),
+    Attempt("scenario values", "max_datagram_size = 10 M", ["sim", "{d}/s.toml"],
+            files={"s.toml": _scenario("s", **{"max_datagram_size = 1350": "max_datagram_size = 10_000_000",
+                                               "queue_bytes = 250_000": "queue_bytes = 100_000_000"})}),
+    Attempt("scenario values", "a negative reordering delay", ["sim", "{d}/s.toml"],
+            files={"s.toml": _scenario("s", **{"base_rtt_us = 10_000": "base_rtt_us = 10_000\nreorder_rate = 0.1\n"
+                                                                       "reorder_delay_us = -1000"})}),
+    Attempt("orphaned workers", "SIGKILL of conform while its two workers run",
+            ["conform", "--stack", "oracle", "--scenario", "{d}/long.toml", "--seeds", "2", "--jobs", "2",
+             "--out", "{d}/out"], exits=(-9,), files={"long.toml": _long()}, send_signal=(signal.SIGKILL, "parent", 2),
+            no_orphans=True),
+    Attempt("failed builds leave folders", "a build whose archive is not the pinned one", ["build", "tiny"],
+            before=[lambda d: _tiny_home(d, sha256="0" * 64)], env=TINY, absent=("home/build/tiny/[!.]*",)),
+    Attempt("failed builds leave folders", "a build from a --source that is not a folder",
+            ["build", "tiny", "--source", "{d}/no-such-folder"], before=[_tiny_home], env=TINY,
+            absent=("home/build/tiny/[!.]*",)),
+    Attempt("--source builds named by their tree", "two trees of one git repository, built one after the other",
+            ["build", "tiny", "--source", "{d}/enclosing/tree-1"], exits=(0,), env=TINY,
+            before=[_tiny_home, ["build", "tiny", "--source", "{d}/enclosing/tree-0"]],
+            keep=("home/build/tiny/*/build-info.json",)),
 ]
 
 
@@ -175,43 +320,90 @@ def _rss_mib(pid: int) -> float:
         return 0.0
 
 
-def _ccdiff(argv, folder: Path, stdin=None, limit=0, close_stdout=False, code=None, seconds=DEADLINE_S):
+def _env_for(code, extra: dict, folder: Path) -> dict:
+    return dict(_env(code), **{k: v.replace("{d}", str(folder)) for k, v in extra.items()})
+
+
+def _start(argv, folder: Path, code=None, env=None) -> subprocess.Popen:
+    """A ccdiff process running beside the attempt (its own session; killed with its group)."""
+    return subprocess.Popen([sys.executable, "-m", "ccdiff", *[a.replace("{d}", str(folder)) for a in argv]],
+                            cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=_env_for(code, env or {}, folder), start_new_session=True)
+
+
+def _group(pgid: int, but: int = 0) -> list:
+    """Live (not zombie) processes of process group pgid, but `but`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z" and int(stat.parent.name) != but:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _well_formed(path: Path) -> bool:
+    import xml.etree.ElementTree as ET
+    try:
+        ET.parse(path)
+    except (OSError, ET.ParseError):
+        return False
+    return True
+
+
+def _ccdiff(argv, folder: Path, stdin=None, limit=0, close_stdout=False, code=None, seconds=DEADLINE_S,
+            env=None, umask=None, send=()):
     """Run one ccdiff process (from `code`'s checkout when given); returns (exit code, output
-    text, peak RSS in kB, what killed it: "" or "deadline"/"memory guard")."""
+    text, peak RSS in kB, what killed it: "" or "deadline"/"memory guard", how many processes
+    of its group were still alive 5 s after it ended)."""
     argv = [a.replace("{d}", str(folder)) for a in argv]
 
     def preexec():
         if limit:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        if umask is not None:
+            os.umask(umask)
     feeder = subprocess.Popen(["cat", stdin], stdout=subprocess.PIPE) if stdin else None   # a pipe, not a file
     stdin_file = feeder.stdout if feeder else subprocess.DEVNULL
     out = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "ccdiff", *argv], cwd=folder, stdin=stdin_file,
                             stdout=subprocess.PIPE if close_stdout else out, stderr=out, preexec_fn=preexec,
-                            env=_env(code), start_new_session=True)
+                            env=_env_for(code, env or {}, folder), start_new_session=True)
     if feeder:
         feeder.stdout.close()
     if close_stdout:
         proc.stdout.close()
-    deadline, killed = time.monotonic() + seconds, ""
+    started = time.monotonic()
+    deadline, killed, sent = started + seconds, "", not send
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        if not sent and (len(_group(proc.pid, but=proc.pid)) >= send[2] or time.monotonic() > started + 60):
+            time.sleep(1)                             # the workers are under way
+            (os.killpg if send[1] == "group" else os.kill)(proc.pid, send[0])   # Ctrl-C: the whole group
+            sent = True
         if not killed:
             killed = ("deadline" if time.monotonic() > deadline else
                       "memory guard" if _rss_mib(proc.pid) > GUARD_MIB else "")
             if killed:
                 os.killpg(proc.pid, signal.SIGKILL)   # its workers too (a new session: its own group)
         time.sleep(0.02)
+    left = _group(proc.pid)
+    until = time.monotonic() + 5
+    while left and time.monotonic() < until:          # a worker's death may take a moment
+        time.sleep(0.1)
+        left = _group(proc.pid)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)           # workers it left behind
     proc.returncode = os.waitstatus_to_exitcode(status)
     if feeder:
         feeder.wait()
     out.seek(0)
-    return proc.returncode, out.read().decode(errors="replace"), usage.ru_maxrss, killed
+    return proc.returncode, out.read().decode(errors="replace"), usage.ru_maxrss, killed, len(left)
 
 
 def run_attempt(attempt: Attempt, folder: Path, code: Path | None = None) -> dict:
@@ -219,17 +411,43 @@ def run_attempt(attempt: Attempt, folder: Path, code: Path | None = None) -> dic
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
     for argv in attempt.before:
-        if argv[0] == "!write":
+        if callable(argv):
+            argv(folder)
+        elif argv[0] == "!write":
             (folder / argv[1]).write_text(argv[2])
         else:
-            _ccdiff(argv, folder, code=code)
-    kept = {rel: _sha(folder / rel) for rel in attempt.keep}
-    started = time.monotonic()
-    exit_code, text, rss, killed = _ccdiff(attempt.argv, folder, attempt.stdin, attempt.limit_file_bytes,
-                                           attempt.close_stdout, code, attempt.seconds)
+            _ccdiff(argv, folder, code=code, env=attempt.env)
+    kept = {p.relative_to(folder).as_posix(): _sha(p) for rel in attempt.keep
+            for p in ((sorted(folder.glob(rel)) if any(c in rel for c in "*?[") else []) or [folder / rel])}
+    present = {p for p in folder.rglob("*") if p.is_file()}
+    beside = [_start(argv, folder, code, attempt.env) for argv in attempt.background]
+    try:
+        deadline = time.monotonic() + 60
+        while attempt.wait_for and not (folder / attempt.wait_for).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = time.monotonic()
+        exit_code, text, rss, killed, orphans = _ccdiff(
+            attempt.argv, folder, attempt.stdin, attempt.limit_file_bytes, attempt.close_stdout, code,
+            attempt.seconds, env=attempt.env, umask=attempt.umask, send=attempt.send_signal)
+    finally:
+        for proc in beside:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     lost = [rel for rel, digest in kept.items() if digest is None or _sha(folder / rel) != digest]
     lost += [rel for rel in attempt.made if not (folder / rel).is_file()]
+    sub = lambda words: [w.replace("{d}", str(folder)) for w in words]   # noqa: E731
+    modes = []
+    if attempt.umask is not None:
+        want = (0o666 & ~attempt.umask, 0o777 & ~attempt.umask)     # a file, an executable
+        modes = sorted(f"{p.relative_to(folder)} {p.stat().st_mode & 0o777:04o}" for p in folder.rglob("*")
+                       if p.is_file() and p not in present and p.stat().st_mode & 0o777 not in want)
     return {"class": attempt.klass, "attempt": attempt.what, "exit": exit_code, "expected": list(attempt.exits),
+            "unsaid": [w for w in sub(attempt.says) if w not in text],
+            "said": [w for w in sub(attempt.never_says) if w in text],
+            "modes": modes, "ill_formed": [rel for rel in attempt.xml if not _well_formed(folder / rel)],
+            "orphans": orphans if attempt.no_orphans else 0,
+            "left": sorted(p.relative_to(folder).as_posix() for rel in attempt.absent for p in folder.glob(rel)),
             "wrong_exit": exit_code not in attempt.exits, "killed": killed,
             "internal_line": (re.findall(r"\b\w+\.py:\d+", text) or [""])[0],
             "parser_refused": "unrecognized arguments" in text and not attempt.parser_refusal_ok,
@@ -248,7 +466,14 @@ def failures(row: dict) -> list:
                                  ("the option parser refused it (never ran)", row["parser_refused"]),
                                  ("did the work before refusing", row["worked_first"]),
                                  (f"data lost: {', '.join(row['data_lost'])}", row["data_lost"]),
-                                 ("raw control characters", row["raw_control"])] if bad]
+                                 ("raw control characters", row["raw_control"]),
+                                 (f"does not say {row.get('unsaid')!r}", row.get("unsaid")),
+                                 (f"says {row.get('said')!r}", row.get("said")),
+                                 (f"not the umask's mode: {', '.join(row.get('modes') or [])}", row.get("modes")),
+                                 (f"not well-formed XML: {', '.join(row.get('ill_formed') or [])}",
+                                  row.get("ill_formed")),
+                                 (f"{row.get('orphans')} of its processes outlived it", row.get("orphans")),
+                                 (f"left behind: {', '.join(row.get('left') or [])}", row.get("left"))] if bad]
 
 
 def run_all(code: Path | None = None) -> list:

@@ -61,7 +61,7 @@ def test_hostile_classes_lose_nothing_and_exit_as_their_class_says(tmp_path):
     run as a user would; the counts must be 0, and the judge itself must see a loss."""
     import hostile_classes
     rows = hostile_classes.run_all(hostile_classes.ROOT)     # this tree's ccdiff, not an installed one
-    assert len({r["class"] for r in rows}) >= 14
+    assert len({r["class"] for r in rows}) >= 25
     bad = [(r["attempt"], hostile_classes.failures(r), r["last_line"]) for r in rows if hostile_classes.failures(r)]
     assert not bad, bad
     table = hostile_classes.table(rows)
@@ -73,6 +73,11 @@ def test_hostile_classes_lose_nothing_and_exit_as_their_class_says(tmp_path):
                                       ["validate", "{d}/t.jsonl", "--no-such-option"])
     assert hostile_classes.failures(hostile_classes.run_attempt(unknown, tmp_path)) == [
         "the option parser refused it (never ran)"]
+    words = hostile_classes.Attempt("probe", "words, modes, XML", ["import", "{d}/t.jsonl", "-o", "{d}/o.jsonl"],
+                                    files={"t.jsonl": "x", "j.xml": "<a>"}, says=("never printed",),
+                                    never_says=("{d}/t.jsonl",), xml=("j.xml",), umask=0o022)
+    why = hostile_classes.failures(hostile_classes.run_attempt(words, tmp_path))
+    assert [w.split(" ")[0] for w in why] == ["does", "says", "not"], why
 
 
 def test_hostile_campaign_reports_an_escaping_exception(monkeypatch):
