@@ -28,6 +28,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator  # noqa: 
 
 from ..output import write_bytes_atomic  # noqa: E402
 from ..snapshot import PHASES  # noqa: E402
+from ..streams import printable  # noqa: E402
 from ..units import duration  # noqa: E402
 
 # Titles and legends carry user-chosen names (trace paths, stack labels): a `$...$` in one
@@ -261,7 +262,10 @@ def job_for(path, view, marks, lo: int = 0, hi: int | None = None, xlim_us=None,
     first = min(f.event_index for f in marks)
     times = [ev.t for ev in view.run.trace.events[lo:hi]]
     whole = lo == 0 and hi == len(stack_snaps)
-    return PlotJob(str(path), f"{view.label} vs {view.reference or 'no oracle'} — {view.trace_path}",
+    # A trace's file name is the user's: its control characters are drawn escaped, as the
+    # terminal and junit.xml show them (a font has no glyph for ESC: matplotlib would warn).
+    title = printable(f"{view.label} vs {view.reference or 'no oracle'} — {view.trace_path}")
+    return PlotJob(str(path), title,
                    view.label, view.reference or "", times,
                    stack_snaps[lo:hi], oracle_snaps[lo:hi] if oracle_snaps else None,
                    [(f.t_us, f.invariant, f.event_index) for f in marks],
