@@ -172,6 +172,30 @@ def test_a_killed_run_resumes_to_the_same_summary(tmp_path):
     assert len(journal.read_text().splitlines()) == 20        # the kept cases were not run again
 
 
+def test_ctrl_c_stops_the_run_with_no_traceback_and_keeps_what_it_finished(tmp_path):
+    """Ctrl-C at a terminal signals the whole process group, workers included: the run says
+    what it kept and exits 130, and no worker prints a traceback (issue #32)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    repo = Path(__file__).resolve().parent.parent
+    out = tmp_path / "c"
+    journal = out / "cases.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "ccdiff", "conform", "--stacks", "oracle", "--scenarios",
+                             "death-spiral", "--seeds", "40", "--jobs", "2", "--no-report", "--out", str(out)],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not journal.exists() or len(journal.read_text().splitlines()) < 2):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)              # as the terminal does: the parent and its workers
+    text = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 130, text[-2000:]
+    assert "Traceback" not in text and "interrupted: finished cases are kept in" in text, text[-2000:]
+    assert 2 <= len(journal.read_text().splitlines()) < 80 and not (out / "summary.json").exists()
+
+
 def test_failing_stacks_get_an_html_report(tmp_path):
     """Issue 7: conform ends with a report of each failing stack, from its failing traces."""
     from ccdiff.conform import report_failures
