@@ -586,7 +586,8 @@ def _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, 
     # A shard's reports are the merge's: one report per failing stack over every scenario.
     code = write_conform_outputs(summary, folder, stacks, report=args.report and shard is None,
                                  traces=args.traces, qlog_schema=args.qlog_schema, baseline=baseline,
-                                 baseline_path=args.baseline, tolerance=args.tolerance, compared=compared)
+                                 baseline_path=args.baseline, tolerance=args.tolerance, compared=compared,
+                                 jobs=jobs)
     if shard is not None:
         from .shard import write_marker
         folder.claim("shard.json")
@@ -598,12 +599,12 @@ def _conform_into(folder, args, stacks, scenarios, seeds, shard, run, baseline, 
 
 def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, traces: str,
                           qlog_schema: str, baseline, baseline_path: str | None, tolerance: float,
-                          compared: list | None = None) -> int:
+                          compared: list | None = None, jobs: int = 0) -> int:
     """The end of `conform` and of `merge`: summary.json, junit.xml, the reports of failing
     stacks, stale outputs of an earlier run removed, the overview; the terminal summary and
     regressions (--baseline FILE) or what is new against a baseline build (--against,
     `compared` its label pairs).  folder: OUT, an open OutputFolder (ccdiff/outdir.py).
-    Returns the exit code."""
+    jobs: processes for the reports (0: one per core).  Returns the exit code."""
     from .conform import exit_code, print_summary, write_outputs
     out = str(folder.root)
     # This run's traces are already the folder's: run_conform adopts each as its worker
@@ -622,8 +623,8 @@ def write_conform_outputs(summary: dict, folder, stacks: list, *, report: bool, 
     print_summary(console, summary)
     print(f"wrote {out}/summary.json and {out}/junit.xml", file=sys.stderr)
     if report and traces != "none":
-        from .conform import report_failures
-        for written in report_failures(summary, folder, stacks, qlog_schema):
+        from .conform import cpu_count, report_failures
+        for written in report_failures(summary, folder, stacks, qlog_schema, jobs=jobs or cpu_count()):
             print(f"report: {written}/index.html", file=sys.stderr)
     removed = folder.finish()
     if removed:

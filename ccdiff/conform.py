@@ -688,25 +688,20 @@ def cpu_count() -> int:
 
 
 # -- the report at the end of a run ---------------------------------------------
-def report_failures(summary: dict, folder, stacks: list, qlog_schema: str = "0.3") -> list:
+def report_failures(summary: dict, folder, stacks: list, qlog_schema: str = "0.3", jobs: int = 1) -> list:
     """One HTML report per failing stack (OUT/report/<stack>/), from the first failing
     seed of each scenario: its closed-loop trace replayed open loop, plots, finding.md,
     qlog (qlog_schema "0.3" or "draft"), and on each finding page the impact: the stack's
     run beside the oracle's and the Reno control's own closed loops on the same scenario
     and seed (ccdiff/report/impact.py).  folder: OUT, an OutputFolder (ccdiff/outdir.py)
-    or its path.  Returns the report folders written."""
+    or its path.  jobs: stacks whose reports are built at once, each in its own process
+    (the same files as one by one).  Returns the report folders written."""
     with held(folder) as folder:
-        return _report_failures(summary, folder, stacks, qlog_schema)
+        return _report_failures(summary, folder, stacks, qlog_schema, jobs)
 
 
-def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str) -> list:
-    from .matrix import run_matrix
-    from .report import build_report
-    from .report.impact import ClosedLoopRuns
+def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str, jobs: int = 1) -> list:
     from .report.overview import OVERVIEW
-    # The oracle's and the Reno control's own closed loops (each finding page's Impact
-    # section), run once per scenario and seed for every stack's report.
-    closed_loop_runs = ClosedLoopRuns()
     spec_of = {}
     for item in stacks:
         label, spec = split_label(item)
@@ -715,7 +710,7 @@ def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str) -> l
     for case in summary["cases"]:
         if case["status"] == "fail" and case.get("trace") and case.get("mode") != "connection":
             first.setdefault((case["stack"], case["scenario"]), case)
-    written = []
+    plans = []
     for label in dict.fromkeys(stack for stack, _ in first):
         cases = [case for (stack, _), case in sorted(first.items()) if stack == label]
         traces = [str(folder.root / case["trace"]) for case in cases]
@@ -728,11 +723,50 @@ def _report_failures(summary: dict, folder, stacks: list, qlog_schema: str) -> l
                        "runs": sum(c["runs"] for c in cells), "scenarios": [c["scenario"] for c in cells],
                        "seeds": len(summary["seeds"]),
                        "overview": "../../" + OVERVIEW}
-        doc = run_matrix(traces, [spec_of.get(label, label)])
-        if not doc["findings"]:
-            continue          # failed on the deadline alone: the pass-rate table says so
-        part = folder.sub(f"report/{folder_name(label)}")
-        build_report(doc, part, names=names, closed_loop=closed_loop, qlog_schema=qlog_schema,
-                     closed_loop_runs=closed_loop_runs)
-        written.append(part.root)
-    return written
+        plans.append((label, spec_of.get(label, label), traces, names, closed_loop))
+    from .report.impact import ClosedLoopRuns
+    # The oracle's and the Reno control's own closed loops (each finding page's Impact
+    # section), run once per scenario and seed for every stack's report (per process).
+    _REPORTING.update(folder=folder, qlog_schema=qlog_schema, closed_loop_runs=ClosedLoopRuns())
+    try:
+        if jobs <= 1 or len(plans) < 2:
+            done = [_stack_report(plan) for plan in plans]
+        else:
+            # A stack's report takes minutes for some (ddmin over long traces), seconds for
+            # others: a process each, `jobs` at once.  Forked, a child sees the open folder
+            # (_REPORTING); it names back what it wrote, which the parent records as this run's.
+            from concurrent.futures import ProcessPoolExecutor
+            with ProcessPoolExecutor(min(jobs, len(plans)), mp_context=multiprocessing.get_context("fork"),
+                                     initializer=_report_child) as pool:
+                done = list(pool.map(_stack_report, plans))
+            for _, claimed in done:
+                for rel in claimed:
+                    folder.adopt(rel)
+    finally:
+        _REPORTING.clear()
+    return [root for root, _ in done if root is not None]
+
+
+_REPORTING: dict = {}    # the report being written: folder, qlog_schema, closed_loop_runs
+
+
+def _report_child() -> None:
+    """A report process draws its plots itself: the processes are already one per core."""
+    from .report import plots
+    plots.MAX_WORKERS = 1
+
+
+def _stack_report(plan: tuple) -> tuple:
+    """One stack's report: (its folder or None when nothing is reported, the files written)."""
+    from .matrix import run_matrix
+    from .report import build_report
+    folder = _REPORTING["folder"]
+    label, spec, traces, names, closed_loop = plan
+    before = folder.written
+    doc = run_matrix(traces, [spec])
+    if not doc["findings"]:
+        return None, []       # failed on the deadline alone: the pass-rate table says so
+    part = folder.sub(f"report/{folder_name(label)}")
+    build_report(doc, part, names=names, closed_loop=closed_loop, qlog_schema=_REPORTING["qlog_schema"],
+                 closed_loop_runs=_REPORTING["closed_loop_runs"])
+    return part.root, sorted(folder.written - before)

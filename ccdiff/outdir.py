@@ -254,6 +254,11 @@ class OutputFolder:
                 raise SetupError(f"cannot write {self.root / MANIFEST}: {exc.strerror or exc}") from None
         return path
 
+    @property
+    def written(self) -> frozenset:
+        """The files this run has claimed so far (relative paths)."""
+        return frozenset(self._written)
+
     def adopt(self, rel) -> None:
         """A file this run's own worker processes wrote (conform's traces), or that an earlier,
         interrupted run of the same matrix wrote and this one reuses: recorded as ccdiff's."""

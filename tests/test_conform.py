@@ -210,6 +210,34 @@ def test_failing_stacks_get_an_html_report(tmp_path):
     assert list(folders[0].glob("findings/*/finding.md"))
 
 
+def test_reports_built_in_parallel_are_the_files_of_reports_built_one_by_one(tmp_path):
+    """conform builds each failing stack's report in its own process (one per core): the same
+    files, byte for byte, and every one recorded in the folder's manifest as this run's."""
+    import shutil
+    from ccdiff.conform import report_failures
+    from ccdiff.outdir import MANIFEST, OutputFolder
+    repo = Path(__file__).resolve().parent.parent
+    scenarios = [load_scenario(str(repo / "scenarios" / f"{name}.toml")) for name in ("death-spiral", "idle-restart")]
+    stacks = ["oracle", "mutant=oracle:idle=last-send", "slip=oracle:idle=none", "reno=oracle-reno"]
+    base = tmp_path / "base"
+    summary = run_conform(stacks, scenarios, [0], str(base), jobs=2)
+    trees = {}
+    out = tmp_path / "out"             # one path for both: reports name their traces' paths
+    for jobs in (1, 2):
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(base, out)
+        with OutputFolder(out) as folder:
+            for path in sorted((out / "traces").rglob("*.jsonl")):
+                folder.adopt(path.relative_to(out))
+            folders = report_failures(summary, folder, stacks, jobs=jobs)
+            folder.finish()
+        assert len(folders) >= 2, folders          # two stacks' reports, at once when jobs=2
+        trees[jobs] = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        listed = set((out / MANIFEST).read_text().split())
+        assert all(f'"{rel}"' in listed for rel in trees[jobs] if rel.startswith("report/")), jobs
+    assert trees[1] == trees[2]
+
+
 def test_a_dot_dot_label_is_refused_and_deletes_nothing(tmp_path, capsys):
     """A report name of '..' used to name OUT/report/.. = OUT, which report_failures removed."""
     out = tmp_path / "out"

@@ -441,9 +441,12 @@ def plot_run(job: PlotJob) -> None:
     write_bytes_atomic(job.path, png.getvalue())   # a full disk leaves no half PNG
 
 
+MAX_WORKERS = 8    # conform's report processes set 1: they are one per core already
+
+
 def draw_all(jobs: list) -> None:
     """Draw every plot; in worker processes when there are many (output is the same either way)."""
-    workers = min(os.cpu_count() or 1, 8)
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
     if len(jobs) < 4 or workers < 2:
         for job in jobs:
             plot_run(job)
