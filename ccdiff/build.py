@@ -182,10 +182,18 @@ def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
         raise SetupError(f"{archive.name}: refusing unsafe archive member {member.name!r}")
 
 
+# A stack folder's files that no build reads: what ccdiff reads about the stack at run time
+# (its profile, its mechanisms, its coverage files, where its code comes from, which releases
+# exist) and the entry-point parser and table its contract test reads.  Editing them leaves
+# every build current (docs/adding-a-stack.md, "The folder").
+NOT_BUILT = ("profile.toml", "provenance.toml", "registry.toml", "releases.lock", "coverage.toml", "mechanisms.py",
+             "entry_points.py", "entry-points.md")
+
+
 def recipe_digest(recipe: StackRecipe) -> str | None:
     """A hash of what a stack's build is made from besides upstream: its folder (adapter,
-    build.sh, patches, locks; not profile.toml, provenance.toml, registry.toml or releases.lock,
-    which no build reads, nor connection/, the connection shim's own build), the adapter ABI
+    build.sh, patches, locks; not NOT_BUILT, which no build reads, nor connection/, the
+    connection shim's own build), the adapter ABI
     header and the shared build steps build.sh sources.  A build made from other files is stale and is rebuilt: after a `git pull` or an
     edit to an adapter, nothing runs yesterday's library.  None where the recipe's sources
     are not present (a runtime image holds only the built libraries)."""
@@ -193,8 +201,8 @@ def recipe_digest(recipe: StackRecipe) -> str | None:
         return None
     root = implementations_dir()
     files = sorted(p for p in recipe.folder.rglob("*") if p.is_file()
-                   and p.name not in ("profile.toml", "provenance.toml", "registry.toml", "releases.lock")
-                   and not any(part.startswith(".") or part in ("target", "connection")
+                   and p.name not in NOT_BUILT
+                   and not any(part.startswith(".") or part in ("target", "connection", "__pycache__")
                                for part in p.relative_to(recipe.folder).parts))
     files.append(root / "include" / "ccdiff_adapter.h")
     # and the shared build steps its build.sh sources (include/rust_build.sh)

@@ -1,6 +1,6 @@
 """Writes docs/invariants.md from the catalog: python3 -m ccdiff.catalog_doc > docs/invariants.md"""
 from .invariants import CATALOG
-from .mechanisms import MECHANISMS
+from .mechanisms import registry
 
 
 def render() -> str:
@@ -20,7 +20,8 @@ def render() -> str:
            "(`ccdiff/profiles.py`):", "",
            "- **Mechanism-checked** (`mechanism = NAME`, `explains = [invariants]`): the checker feeds "
            "the mechanism, an executable model of the stack's own rule with its upstream file:line "
-           "(`ccdiff/mechanisms.py`), every event of the run, and asks it at each occurrence of those "
+           "(`implementations/<stack>/mechanisms.py`; the shape they share and the rules several stacks run "
+           "in `ccdiff/mechanisms.py`), every event of the run, and asks it at each occurrence of those "
            "invariants whether the rule produced that step. An occurrence it reproduces is a "
            "deviation; any other occurrence is a violation, reported at the first unexplained one (its "
            "detail counts the explained ones). A finding is a deviation only when every occurrence "
@@ -35,9 +36,10 @@ def render() -> str:
            "`variant`s (its deviations made executable); a deviation the oracle cannot run yet "
            "excuses a divergence only when its trigger (`observed`, ccdiff/triggers.py) occurred at "
            "or before it. No stack waives it wholesale (docs/detection-power.md).", "",
-           "Neither applies to an invariant that is not waivable. The mechanisms:", "",
+           "Neither applies to an invariant that is not waivable. The mechanisms (the shared ones first, "
+           "then each stack folder's):", "",
            "| mechanism | explains | upstream rule |", "|---|---|---|"]
-    for m in MECHANISMS.values():
+    for m in registry().values():
         out.append(f"| `{m.name}` | {', '.join(f'`{i}`' for i in sorted(m.invariants))} | {m.rule} |")
     out.append("")
     for inv in CATALOG.values():

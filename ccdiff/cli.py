@@ -125,8 +125,14 @@ def cmd_validate(args) -> int:
 def cmd_replay(args) -> int:
     from .replay import finding_dicts, reachability_fields, replay
     from .report_terminal import print_replay
-    trace = open_trace(args.trace)   # a trace or a qlog; validated whole here, read again by replay
     specs = args.stack or ["oracle"]
+    if len(args.traces) > 1:   # one trace, one table, one --json document; several are matrix's
+        import shlex
+        matrix = ["ccdiff", "matrix", *args.traces] + [x for spec in specs for x in ("--stack", spec)]
+        raise SetupError(f"replay takes one trace, not {len(args.traces)}: ccdiff matrix replays several "
+                         f"with the same checks, one row per stack ({shlex.join(matrix)})")
+    args.trace = args.traces[0]
+    trace = open_trace(args.trace)   # a trace or a qlog; validated whole here, read again by replay
     if args.build:
         from .build import ensure_built
         for spec in specs:
@@ -876,7 +882,7 @@ def _add_coverage(sub) -> None:
                     examples=["ccdiff coverage ngtcp2",
                               "ccdiff coverage picoquic --examples --json picoquic-coverage.json",
                               "ccdiff coverage ngtcp2 --scenarios --seeds 1 --out reports/coverage-ngtcp2"])
-    p.add_argument("stack", metavar="STACK", help="ngtcp2, picoquic, quiche, quinn, s2n-quic, aioquic or linux (name[@version])")
+    p.add_argument("stack", metavar="STACK", help="a stack with a coverage.toml (`ccdiff stacks`), name[@version]")
     p.add_argument("--examples", action="store_true", help="run examples/*.jsonl")
     p.add_argument("--scenarios", action="store_true", help="run every scenario in the closed loop")
     p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per scenario (default 3)")
@@ -930,8 +936,9 @@ def _add_replay(sub) -> None:
                               "ccdiff replay examples/death-spiral.jsonl --stack quiche@0.26.0 "
                               "--report reports/death-spiral",
                               "ccdiff replay tests/fixtures/qlog/aioquic-cubic-blackout.qlog --stack oracle"])
-    p.add_argument("trace", help="trace file (.jsonl, docs/trace-format.md), or a qlog (.qlog/.sqlog, "
-                                 "imported as `ccdiff import` does)")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="trace file (.jsonl, docs/trace-format.md), or a qlog (.qlog/.sqlog, imported as "
+                        "`ccdiff import` does); one: several are `ccdiff matrix`'s")
     p.add_argument("--stack", action=StackSpecs, metavar="SPEC", help=STACK_HELP + "; default: oracle")
     p.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     p.add_argument("--build", action="store_true", help="build missing stacks first")

@@ -9,7 +9,7 @@ from .outdir import check_output_file, check_output_folder
 # command: (input arguments, output file arguments, output folder arguments).  An argument
 # missing from a command's namespace, or None, is skipped; a list holds several paths.
 PATHS = {
-    "replay": (("trace",), ("json",), ("report",)),
+    "replay": (("traces",), ("json",), ("report",)),
     "matrix": (("traces",), ("json",), ("report",)),
     "report": (("input",), (), ("out",)),
     "import": (("qlog",), ("output", "json", "scenario"), ()),

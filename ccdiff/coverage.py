@@ -8,7 +8,7 @@ is that coverage folder, so every command opens the instrumented library; the
 .gcda counters are written when the child exits, read with `gcov --json-format`
 and cleared before the next set.  "all" is the union of the sets.
 
-Only the controller's own files are reported (CONTROLLER_FILES); the adapter and
+Only the controller's own files are reported (the stack's coverage.toml); the adapter and
 the files the adapter links only to satisfy symbols are not.  The Rust stacks build with
 -C instrument-coverage and are read with llvm-profdata/llvm-cov of rustc's own LLVM
 major version (rust_tools); stable rustc gives lines, no branch counters.  A Python stack
@@ -34,113 +34,30 @@ from .errors import SetupError
 from .paths import build_dir, implementations_dir, project_root
 from .stacks import LIBRARY_NAME, Target, resolve
 
-# Paths relative to the pinned source root (build/<stack>/<version>/src/<subdir>),
-# which is the upstream repository's root (+ provenance.toml's path_in_repo).
-CONTROLLER_FILES = {
-    # ngtcp2_rtb.c is not compiled: the adapter injects its facts from ngd_rtb.c.
-    "ngtcp2": ("lib/ngtcp2_cc.c", "lib/ngtcp2_rst.c"),
-    "picoquic": ("picoquic/cubic.c", "picoquic/newreno.c", "picoquic/cc_common.c"),
-    "quiche": ("src/recovery/congestion/cubic.rs", "src/recovery/congestion/reno.rs",
-               "src/recovery/congestion/hystart.rs", "src/recovery/congestion/mod.rs",
-               "src/recovery/congestion/prr.rs"),
-    "quinn": ("src/congestion/cubic.rs", "src/congestion/new_reno.rs"),
-    # Relative to the kernel tree that build.sh extracts from the .deb's tarball
-    # (<coverage folder>/work/kernel/linux-source-<v>/, EXTRACTED_TREES): the pinned
-    # source root holds only the tarball.  What is compiled are copies (COMPILED_COPIES).
-    "linux": ("net/ipv4/tcp_cubic.c", "net/ipv4/tcp_cong.c"),
-    # The pinned sdist's congestion modules; build.sh copies them unmodified to
-    # <build>/upstream/aioquic/quic/congestion/, which is what runs (PYTHON_COPIES).
-    "aioquic": ("src/aioquic/quic/congestion/cubic.py", "src/aioquic/quic/congestion/reno.py",
-                "src/aioquic/quic/congestion/base.py"),
-    "s2n-quic": ("src/recovery/cubic.rs", "src/recovery/hybrid_slow_start.rs", "src/recovery/pacing.rs"),
-    # Compiled as a copy outside the tree (COMPILED_COPIES): its quoted "precomp.h" must
-    # find implementations/msquic/shim/, not the real one beside it.
-    "msquic": ("src/core/cubic.c",),
-}
-# Stacks whose pinned source is an archive inside the download: the tree build.sh
-# extracts the controller files into, relative to the coverage folder (a glob, one match).
-EXTRACTED_TREES = {"linux": "work/kernel/linux-source-*"}
-# Files build.sh compiles as copies of pinned files (relative to the coverage folder) ->
-# the pinned file; gcov's lines of the copy are mapped back with a line diff (_line_map).
-# linux: tcp_cubic.c whole, and tcp_cong.c's block from tcp_slow_start to tcp_reno.
-COMPILED_COPIES = {"linux": {"work/gen/tcp_cubic.c": "net/ipv4/tcp_cubic.c",
-                             "work/gen/tcp_cong_part.c": "net/ipv4/tcp_cong.c"},
-                   "msquic": {"work/gen/cubic.c": "src/core/cubic.c"}}
-# A Python stack's copy of a controller file, relative to its build folder: the pinned
-# path with its leading "src/" replaced by "upstream/" (implementations/aioquic/build.sh).
-PYTHON_COPIES = {"aioquic": ("src/", "upstream/")}
-# Whole functions of the controller files that no ccdiff input can run, and why
-# (docs/coverage.md has the line-level list).  Reported apart: "driven" coverage
-# leaves them out; the plain numbers do not.
-NOT_DRIVEN = {
-    "msquic": {
-        "CubicCongestionControlReset": "QuicCongestionControlReset: the connection calls it on a path change or a route reset, which ccdiff does not drive",
-        "CubicCongestionControlOnDataInvalidated": "packets discarded with their keys (Initial/Handshake), which ccdiff's traces do not have",
-        "CubicCongestionControlGetSendAllowance": "the send path's pacing allowance: the harness gates sends itself (docs/entry-points.md)",
-        "CubicCongestionControlSetExemption": "probe packets sent past the window: the harness gates sends itself",
-        "CubicCongestionControlLogOutFlowStatus": "logging only",
-        "CubicCongestionControlGetExemptions": "accessor for the send path; the adapter reads the fields itself",
-        "CubicCongestionControlGetBytesInFlightMax": "accessor for the send buffer; the adapter reads the fields itself",
-        "CubicCongestionControlGetCongestionWindow": "accessor; the adapter reads the fields itself",
-        "CubicCongestionControlIsAppLimited": "asked by the connection's send path (always FALSE for CUBIC)",
-        "CubicCongestionControlSetAppLimited": "called by the connection's send path; a no-op for CUBIC (cubic.c:864-871)",
-    },
-    "ngtcp2": {
-        "ngtcp2_cc_reno_cc_reset": "cc->reset: ngtcp2_conn calls it on a path change (migration), which ccdiff does not drive",
-        "ngtcp2_cc_cubic_cc_reset": "cc->reset: ngtcp2_conn calls it on a path change (migration), which ccdiff does not drive",
-    },
-    "picoquic": {
-        "dcubic_exit_slow_start": "delay-based CUBIC (picoquic_dcubic_algorithm), another controller ccdiff does not open",
-        "dcubic_notify": "delay-based CUBIC (picoquic_dcubic_algorithm), another controller ccdiff does not open",
-        "cubic_observe": "alg_observe: picoquic's logging/API hook, no part of the control loop",
-        "picoquic_newreno_observe": "alg_observe: picoquic's logging/API hook, no part of the control loop",
-        "picoquic_newreno_sim_seed_cwin": "seed_cwin notification: a window remembered from an earlier connection (resumption), not driven",
-        "picoquic_cc_hystart_loss_volume_test": "called by other picoquic controllers (not cubic.c or newreno.c)",
-        "picoquic_cc_increased_window": "called by other picoquic controllers (not cubic.c or newreno.c)",
-        "picoquic_cc_get_lowest_not_ack": "called by other picoquic controllers (not cubic.c or newreno.c)",
-        "picoquic_cc_get_ack_sent_time": "called only on newreno.c's multipath branch; ccdiff drives one path",
-    },
-    "quiche": {
-        "quiche::recovery::congestion::cubic::debug_fmt": "Debug formatting (logging), no part of the control loop",
-        "quiche::recovery::congestion::reno::debug_fmt": "Debug formatting (logging), no part of the control loop",
-        "<quiche::recovery::congestion::hystart::Hystart as core::fmt::Debug>::fmt": "Debug formatting (logging), no part of the control loop",
-        "<quiche::recovery::congestion::SsThresh>::startup_exit": "startup-exit statistics for quiche's path stats API; the adapter reads the state itself",
-        "<quiche::recovery::congestion::Congestion>::delivery_rate": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
-        "<quiche::recovery::congestion::Congestion>::send_quantum": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
-        "<quiche::recovery::congestion::Congestion>::congestion_window": "accessor for quiche's Recovery/pacer; the adapter reads the fields itself",
-    },
-    "linux": {
-        "tcp_reno_undo_cwnd": "undo_cwnd (CUBIC's and Reno's): the adapter does not mirror Linux's undo on DSACK / timestamp evidence (docs/entry-points.md)",
-        "cubictcp_unregister": "module exit: tcp_cubic is never unloaded",
-    },
-    "aioquic": {
-        "CubicCongestionControl.get_log_data": "qlog only (QuicPacketRecovery._log_metrics_updated); the adapter reads the fields itself",
-        "QuicCongestionControl.get_log_data": "qlog only (QuicPacketRecovery._log_metrics_updated); the adapter reads the fields itself",
-        "create_congestion_control": "QuicPacketRecovery's lookup by name; the adapter constructs the registered class directly (adapter.py:179-182)",
-    },
-    "quinn": {
-        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
-        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::clone_box": "trait plumbing of quinn's connection, not called by the adapter",
-        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::into_any": "trait plumbing of quinn's connection, not called by the adapter",
-        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::into_any": "trait plumbing of quinn's connection, not called by the adapter",
-        "<quinn_proto::congestion::cubic::Cubic as quinn_proto::congestion::Controller>::initial_window": "asked by quinn's connection; the adapter sets the initial window through the config",
-        "<quinn_proto::congestion::new_reno::NewReno as quinn_proto::congestion::Controller>::initial_window": "asked by quinn's connection; the adapter sets the initial window through the config",
-        "<quinn_proto::congestion::cubic::CubicConfig>::initial_window": "config builder setters, not called by the adapter (defaults)",
-        "<quinn_proto::congestion::new_reno::NewRenoConfig>::initial_window": "config builder setters, not called by the adapter (defaults)",
-        "<quinn_proto::congestion::new_reno::NewRenoConfig>::loss_reduction_factor": "config builder setters, not called by the adapter (defaults)",
-        "<quinn_proto::congestion::cubic::CubicConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
-        "<quinn_proto::congestion::new_reno::NewRenoConfig as quinn_proto::congestion::ControllerFactory>::build": "the factory quinn's connection calls; the adapter constructs the controller directly",
-    },
-    "s2n-quic": {
-        "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::on_packet_discarded::<_>": "called when the Initial or Handshake packet number space is discarded (s2n-quic-transport recovery/manager.rs:801-826); ccdiff traces are ApplicationData only",
-        "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::earliest_departure_time": "the pacer's output, read by s2n's transmission scheduler; ccdiff's sender does not pace (profile pacing-not-simulated)",
-        "<s2n_quic_core::recovery::cubic::CubicCongestionController as s2n_quic_core::recovery::congestion_controller::CongestionController>::requires_fast_retransmission": "read by s2n's transmission scheduler to send one packet past the window in recovery; not a controller input",
-        "<s2n_quic_core::recovery::cubic::Endpoint as s2n_quic_core::recovery::congestion_controller::Endpoint>::new_congestion_controller": "the endpoint factory s2n's connection calls; the adapter constructs the controller directly (CubicCongestionController::new)",
-        "<s2n_quic_core::recovery::cubic::builder::Builder>::with_initial_congestion_window": "endpoint builder setter, not called by the adapter (default settings)",
-        "<s2n_quic_core::recovery::cubic::builder::Builder>::build": "endpoint builder, not called by the adapter (default settings)",
-        "<s2n_quic_core::recovery::pacing::Pacer>::earliest_departure_time": "the pacer's output (see earliest_departure_time above)",
-    },
-}
+# What is measured is each stack's own data, in its folder's coverage.toml (recipe.coverage):
+# controller_files (relative to the pinned source root, build/<stack>/<version>/src/<subdir>,
+# which is the upstream repository's root + provenance.toml's path_in_repo), and where a stack
+# needs them extracted_tree (a stack whose pinned source is an archive inside the download:
+# the tree build.sh extracts the controller files into, relative to the coverage folder, a glob
+# with one match), compiled_copies (files build.sh compiles as copies of pinned files, relative
+# to the coverage folder -> the pinned file; gcov's lines of the copy are mapped back with a
+# line diff, _line_map), python_copies (a Python stack's copy of a controller file, relative to
+# its build folder: the pinned path with its leading first element replaced by the second) and
+# not_driven (whole functions of the controller files that no ccdiff input can run, and why;
+# docs/coverage.md has the line-level list.  Reported apart: "driven" coverage leaves them out;
+# the plain numbers do not).
+
+
+def controller_files(recipe) -> tuple:
+    """The stack's controller files (coverage.toml controller_files); () where it names none."""
+    return tuple(recipe.coverage.get("controller_files", ()))
+
+
+def not_driven(recipe) -> dict:
+    """Function name -> why no ccdiff input can run it (coverage.toml [not_driven])."""
+    return dict(recipe.coverage.get("not_driven", {}))
+
+
 SETS = ("examples", "scenarios", "corpus")
 GCOV_CFLAGS = "--coverage -O0 -fprofile-update=single"
 GCOV_LDFLAGS = "--coverage"
@@ -256,7 +173,7 @@ def build(target: Target, log=None) -> Path:
 
 def source_root(target: Target) -> Path:
     pin = target.recipe.versions[target.version]
-    tree = EXTRACTED_TREES.get(target.recipe.name)
+    tree = target.recipe.coverage.get("extracted_tree")
     if tree:
         hits = sorted(_folder(target).glob(tree))
         if len(hits) != 1:
@@ -323,7 +240,7 @@ def _run_set(target: Target, inputs: dict, specs: list[str]) -> dict:
     job = {"inputs": inputs, "specs": specs}
     if target.recipe.language == "python":
         job["pycov"] = {"data_file": str(_folder(target) / PYCOV_DATA),
-                        "include": [str(python_copy(target, rel)) for rel in CONTROLLER_FILES[target.recipe.name]]}
+                        "include": [str(python_copy(target, rel)) for rel in controller_files(target.recipe)]}
     job = json.dumps(job)
     result = subprocess.run([sys.executable, "-m", "ccdiff.coverage", job], env=env, capture_output=True,
                             text=True, cwd=str(project_root()))
@@ -388,8 +305,8 @@ def _gcov(target: Target) -> dict:
     .gcda counters (zero where there are none) of the coverage build."""
     out = coverage_dir() / target.recipe.name / target.version
     root = source_root(target).resolve()
-    wanted = set(CONTROLLER_FILES[target.recipe.name])
-    copies = COMPILED_COPIES.get(target.recipe.name, {})
+    wanted = set(controller_files(target.recipe))
+    copies = target.recipe.coverage.get("compiled_copies", {})
     maps: dict = {}
     files: dict = {}
     notes = sorted(out.glob("**/*.gcno"))
@@ -463,7 +380,7 @@ def _collect(target: Target) -> dict:
 
 def python_copy(target: Target, rel: str) -> Path:
     """Where a Python stack's build keeps its copy of the pinned controller file rel."""
-    pinned_prefix, copy_prefix = PYTHON_COPIES[target.recipe.name]
+    pinned_prefix, copy_prefix = target.recipe.coverage["python_copies"]
     if not rel.startswith(pinned_prefix):
         raise SetupError(f"{target.label}: {rel} is not under {pinned_prefix}")
     return _folder(target) / (copy_prefix + rel[len(pinned_prefix):])
@@ -502,7 +419,7 @@ def _pycov(target: Target) -> dict:
     cov.load()
     root = source_root(target)
     report = out / "pycov.json"
-    copies = {rel: python_copy(target, rel) for rel in CONTROLLER_FILES[target.recipe.name]}
+    copies = {rel: python_copy(target, rel) for rel in controller_files(target.recipe)}
     for rel, copy in copies.items():
         if not copy.is_file() or copy.read_bytes() != (root / rel).read_bytes():
             raise SetupError(f"{target.label}: {copy} is not the pinned {rel}: rebuild (ccdiff coverage rebuilds "
@@ -553,7 +470,7 @@ def _llvm_cov(target: Target) -> dict:
     if result.returncode != 0:
         raise SetupError(f"llvm-cov export failed: {result.stderr.strip().splitlines()[-1:]}")
     tree = (out / "work" / "tree" / "upstream").resolve()
-    wanted = set(CONTROLLER_FILES[target.recipe.name])
+    wanted = set(controller_files(target.recipe))
     root = source_root(target).resolve()
     files: dict = {}
     current, rel, functions = None, None, []
@@ -704,8 +621,9 @@ def run(spec: str, sets: dict, log=print, all_options: bool = False) -> dict:
     target = resolve(spec)
     if target.kind != "native":
         raise SetupError(f"{spec}: coverage measures a stack's own code; the oracle is Python")
-    if target.recipe.name not in CONTROLLER_FILES:
-        raise SetupError(f"{target.recipe.name}: no controller files known for coverage")
+    if not controller_files(target.recipe):
+        raise SetupError(f"{target.recipe.name}: no controller files known for coverage (controller_files in "
+                         f"{target.recipe.folder / 'coverage.toml'})")
     if target.recipe.language == "rust":
         rust_tools()          # before a build of minutes that could not be read
     if target.recipe.language == "python":
@@ -737,7 +655,7 @@ def _run_locked(target: Target, sets: dict, log, all_options: bool) -> dict:
         per_set["all"] = _union(list(per_set.values()))
     final = per_set.get("all") or next(iter(per_set.values()))
     files = {}
-    for rel in CONTROLLER_FILES[target.recipe.name]:
+    for rel in controller_files(target.recipe):
         uncovered = uncovered_ranges(final[rel])
         for r in uncovered:
             span = f"{r['start']}-{r['end']}" if r["end"] != r["start"] else str(r["start"])
@@ -748,7 +666,7 @@ def _run_locked(target: Target, sets: dict, log, all_options: bool) -> dict:
                       "uncovered_lines": sorted(n for n, v in final[rel].items() if v[0] == 0)}
     totals = {name: summarize({(rel, n): v for rel, t in tally.items() for n, v in t.items()})
               for name, tally in per_set.items()}
-    skip = NOT_DRIVEN.get(target.recipe.name, {})
+    skip = not_driven(target.recipe)
     driven = {name: summarize({(rel, n): v for rel, t in tally.items() for n, v in t.items() if v[2] not in skip})
               for name, tally in per_set.items()}
     for entry in files.values():
@@ -769,7 +687,7 @@ def render_markdown(doc: dict) -> str:
         for name, s in entry["sets"].items():
             out.append(f"| {rel} | {name} | {s['lines_covered']}/{s['lines']} | {_fmt(s['line_pct'])} | "
                        f"{s['branches_covered']}/{s['branches']} | {_fmt(s['branch_pct'])} |")
-    for label, key in (("**total**", "totals"), ("**driven** (NOT_DRIVEN functions left out)", "driven")):
+    for label, key in (("**total**", "totals"), ("**driven** (not_driven functions left out)", "driven")):
         for name, s in doc[key].items():
             out.append(f"| {label} | {name} | {s['lines_covered']}/{s['lines']} | {_fmt(s['line_pct'])} | "
                        f"{s['branches_covered']}/{s['branches']} | {_fmt(s['branch_pct'])} |")
@@ -788,12 +706,12 @@ def _fmt(pct) -> str:
 
 def print_report(doc: dict, stream=sys.stdout) -> None:
     sets = list(next(iter(doc["files"].values()))["sets"])
-    width = max([len(rel) for rel in doc["files"]] + [len("driven (see NOT_DRIVEN)")]) + 2
+    width = max([len(rel) for rel in doc["files"]] + [len("driven (see not_driven)")]) + 2
     print(f"coverage of {doc['stack']} (controller files; specs {', '.join(doc['specs'])})", file=stream)
     print("file".ljust(width) + "".join(f"{name:>22}" for name in sets), file=stream)
     print(" " * width + "".join(f"{'line% / branch%':>22}" for _ in sets), file=stream)
     rows = [(rel, e["sets"]) for rel, e in doc["files"].items()] + [("total", doc["totals"]),
-                                                                     ("driven (see NOT_DRIVEN)", doc["driven"])]
+                                                                     ("driven (see not_driven)", doc["driven"])]
     for rel, by in rows:
         cells = "".join(f"{_fmt(by[n]['line_pct']):>10} / {_fmt(by[n]['branch_pct']):<9}" for n in sets)
         print(rel.ljust(width) + cells, file=stream)

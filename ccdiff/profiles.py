@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from .errors import SetupError
 from .invariants import CATALOG
-from .mechanisms import MECHANISMS
+from .mechanisms import registry
 from .status import validate_known, validate_upstream
 from .stacks import oracle_option_values
 from .triggers import TRIGGERS
@@ -166,10 +166,10 @@ class Profile:
         instances, out = {}, {}
         for dev in self.deviations:
             name = dev.get("mechanism")
-            if not name or family not in MECHANISMS[name].families:
+            if not name or family not in registry()[name].families:
                 continue
             if name not in instances:
-                instances[name] = MECHANISMS[name](max_datagram_size)
+                instances[name] = registry()[name](max_datagram_size)
                 instances[name].family = family
             for invariant in dev.get("explains", []):
                 if CATALOG[invariant].waivable:
@@ -233,7 +233,7 @@ class Profile:
     def checked_waivers(self) -> list:
         """Every mechanism-checked excuse: {invariant, deviation, mechanism, rule}."""
         return [{"invariant": inv, "deviation": d.get("id", ""), "mechanism": d["mechanism"],
-                 "rule": MECHANISMS[d["mechanism"]].rule}
+                 "rule": registry()[d["mechanism"]].rule}
                 for d in self.deviations if d.get("mechanism") for inv in d.get("explains", [])]
 
 
@@ -254,9 +254,9 @@ def _check_deviation(path, dev: dict) -> None:
         raise bad(f" explains {', '.join(explains)} but names no mechanism (use tolerates for a "
                   "whole-invariant waiver)")
     if name is not None:
-        if name not in MECHANISMS:
-            raise bad(f": unknown mechanism {name!r}; one of {', '.join(sorted(MECHANISMS))}")
-        beyond = sorted(set(explains) - MECHANISMS[name].invariants)
+        if name not in registry():
+            raise bad(f": unknown mechanism {name!r}; one of {', '.join(sorted(registry()))}")
+        beyond = sorted(set(explains) - registry()[name].invariants)
         if beyond:
             raise bad(f": mechanism {name!r} cannot explain {', '.join(beyond)}")
     variant, trigger = dev.get("variant", {}), dev.get("observed")

@@ -3,6 +3,8 @@ spec resolved against them -- with nothing about building them, so build.py can 
 stacks.py (opening a controller, listing what is built) uses build.py."""
 from __future__ import annotations
 
+import importlib.util
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ class StackRecipe:
     description: str = ""
     loss_applied_with_ack: bool = False  # loss snapshots are provisional (docs/adapters.md)
     provenance: dict = field(default_factory=dict)   # provenance.toml (ccdiff/provenance.py)
+    coverage: dict = field(default_factory=dict)     # coverage.toml (ccdiff/coverage.py)
 
     def build_folder(self, version: str) -> Path:
         return build_dir() / self.name / version
@@ -79,12 +82,14 @@ def load_recipes() -> dict[str, StackRecipe]:
             versions=versions, options=data.get("options", []),
             aliases=data.get("aliases", {}), description=data.get("description", ""),
             loss_applied_with_ack=bool(data.get("loss_applied_with_ack", False)),
-            provenance=_load_provenance(path.with_name("provenance.toml")))
+            provenance=_load_toml(path.with_name("provenance.toml")),
+            coverage=_load_toml(path.with_name("coverage.toml")))
     return recipes
 
 
-def _load_provenance(path: Path) -> dict:
-    """Upstream repository, commit and path per pinned version; {} where there is none."""
+def _load_toml(path: Path) -> dict:
+    """One of the folder's data files (provenance.toml: upstream repository, commit and path
+    per pinned version; coverage.toml: the controller's files); {} where there is none."""
     if not path.exists():
         return {}
     try:
@@ -125,3 +130,29 @@ def resolve(spec: Spec | str, recipes: dict | None = None) -> Target:
                          f"{', '.join(recipe.versions)} (or build a local checkout with "
                          f"`ccdiff build {name} --source DIR`)")
     return Target(spec, str(spec), "native", _family(options), recipe, version, options)
+
+
+_MODULES: dict = {}
+
+
+def folder_module(folder: Path, stem: str):
+    """A stack folder's own Python file, implementations/<stack>/<stem>.py, as a module
+    (its mechanisms.py, which ccdiff/mechanisms.py registers; its entry_points.py, which
+    tests/test_entry_points.py calls), or None where the folder has none.  Loaded once per
+    file; it may import ccdiff, never another stack's folder."""
+    path = (folder / f"{stem}.py").resolve()
+    if path in _MODULES:
+        return _MODULES[path]
+    module = None
+    if path.is_file():
+        name = "ccdiff_stack_" + "".join(c if c.isalnum() else "_" for c in folder.name) + "_" + stem
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module      # dataclasses and pickle look a class's module up by name
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    _MODULES[path] = module
+    return module

@@ -200,7 +200,7 @@ def add_parsers(sub) -> None:
                                 "JSON API), which are pinned or locked, which are built, which the adapter "
                                 "supports, and what each built one supports (probed from its code).",
                     examples=["ccdiff versions quiche", "ccdiff versions ngtcp2 --json"])
-    p.add_argument("stack", metavar="STACK", help="a stack with a registry.toml: quiche, ngtcp2, picoquic")
+    p.add_argument("stack", metavar="STACK", help="a stack with a registry.toml (e.g. quiche, ngtcp2, picoquic)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--offline", action="store_true",
                    help="do not read the registry: pinned, locked and built releases only")

@@ -69,10 +69,14 @@ cmp "$reports/native-conform/summary.json" "$reports/conform/summary.json" \
   || fail "the containers' conform summary.json differs from the native run's"
 echo "compose conform summary.json == native summary.json ($CONFORM_ARGS)"
 python3 - "$reports/matrix.json" <<'PY' || fail "the compose matrix is missing expected stacks or findings"
-import json, sys
+import glob, json, sys, tomllib
 doc = json.load(open(sys.argv[1]))
 stacks = set(doc["stacks"])
-for s in ("quiche@0.26.0", "quiche@0.30.0", "ngtcp2@1.25.0", "picoquic@1.1.53.0", "quinn@0.11.19", "aioquic@1.7.2", "linux@6.1", "linux@6.12", "s2n-quic@0.91.0", "msquic@2.5.1"):
+# every stack folder of this checkout at every pinned version (its stack.toml)
+recipes = [tomllib.load(open(path, "rb")) for path in sorted(glob.glob("implementations/*/stack.toml"))]
+expected = [f"{r['name']}@{v['version']}" for r in recipes for v in r.get("versions", [])]
+assert len(expected) >= 10, expected
+for s in expected:
     assert s in stacks, f"{s} not served by the containers"
 assert not doc["errors"], doc["errors"]
 assert any(f["stack"] == "quiche@0.26.0" and f["invariant"] == "future-recovery-start" for f in doc["findings"])
@@ -80,7 +84,8 @@ print(f"compose matrix == native matrix: {len(doc['stacks'])} stacks, {len(doc['
 PY
 
 # Hardening, as running: adapters read-only, no capabilities, non-root, internal network only.
-for svc in quiche ngtcp2 picoquic quinn aioquic linux s2n-quic msquic; do
+# every stack folder's adapter service (tests/test_compose_file.py: one per stack.toml, named after it)
+for svc in $(for f in implementations/*/stack.toml; do basename "$(dirname "$f")"; done); do
   id=$("${COMPOSE[@]}" ps -q "$svc")
   [ -n "$id" ] || fail "adapter service $svc is not running"
   got=$(docker inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.Config.User}} {{.HostConfig.Memory}}' "$id")

@@ -135,19 +135,36 @@ def test_coverage_only_scenarios_are_run_and_not_in_the_catalog():
 
 
 def test_every_stack_names_its_controller_files():
-    from ccdiff.coverage import CONTROLLER_FILES, NOT_DRIVEN
+    """Every stack folder (tests/test_adding_a_stack.py: a new one too) names its controller
+    files in its coverage.toml, and a Rust stack the crates its fuzz builds instrument."""
+    from ccdiff.coverage import controller_files, not_driven
     from ccdiff.stacks import load_recipes
-    assert set(CONTROLLER_FILES) == set(load_recipes())
-    assert set(NOT_DRIVEN) <= set(CONTROLLER_FILES)
+    for name, recipe in load_recipes().items():
+        files = controller_files(recipe)
+        assert files and all(isinstance(f, str) and not f.startswith("/") for f in files), \
+            f"{name}: controller_files in {recipe.folder / 'coverage.toml'}"
+        assert all(isinstance(why, str) and why for why in not_driven(recipe).values()), name
+        assert set(recipe.coverage) <= {"controller_files", "not_driven", "extracted_tree", "compiled_copies",
+                                        "python_copies", "sancov_crates"}, name
+        assert set(recipe.coverage.get("compiled_copies", {}).values()) <= set(files), name
+        if recipe.language == "rust":
+            assert "ccdiff_adapter" in recipe.coverage.get("sancov_crates", "").split(), name
+        if recipe.language == "python":
+            assert len(recipe.coverage.get("python_copies", ())) == 2, name
+
+
+def _not_driven(stack: str) -> dict:
+    from ccdiff.coverage import not_driven
+    from ccdiff.stacks import load_recipes
+    return not_driven(load_recipes()[stack])
 
 
 def test_not_driven_functions_exist_and_stay_unrun(ngtcp2_examples):
-    """A NOT_DRIVEN name that matches nothing (a typo, an upstream rename) would silently
+    """A not_driven name that matches nothing (a typo, an upstream rename) would silently
     leave its lines in the driven totals."""
-    from ccdiff.coverage import NOT_DRIVEN
     doc, _, _ = ngtcp2_examples
     flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
-    assert flagged == set(NOT_DRIVEN["ngtcp2"])
+    assert flagged == set(_not_driven("ngtcp2"))
     assert doc["driven"]["examples"]["lines"] < doc["totals"]["examples"]["lines"]
 
 
@@ -231,7 +248,7 @@ def test_python_stack_line_and_branch_coverage(aioquic_examples):
     # the branch into the reduction was both taken and not taken somewhere
     assert not any(p["line"] == key[0] - 1 for p in entry["partial_branches"])
     # on_packets_expired is the PTO's, which only a lenient trace (an imported qlog) has: the
-    # examples are strict, so it stays uncovered, driven (not in NOT_DRIVEN), linked upstream
+    # examples are strict, so it stays uncovered, driven (not in not_driven), linked upstream
     expired = [r for r in entry["uncovered"] if r["function"] == "CubicCongestionControl.on_packets_expired"]
     assert expired and not expired[0]["not_driven"]
     assert expired[0]["url"].startswith(
@@ -239,10 +256,9 @@ def test_python_stack_line_and_branch_coverage(aioquic_examples):
 
 
 def test_python_not_driven_functions_exist_and_stay_unrun(aioquic_examples):
-    from ccdiff.coverage import NOT_DRIVEN
     doc, _ = aioquic_examples
     flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
-    assert flagged == set(NOT_DRIVEN["aioquic"])
+    assert flagged == set(_not_driven("aioquic"))
     assert doc["driven"]["examples"]["lines"] < doc["totals"]["examples"]["lines"]
 
 
@@ -260,7 +276,6 @@ def test_linux_kernel_files_through_the_extracted_copies(tmp_path):
     """Linux's pinned source is a tarball: build.sh extracts the kernel files into the
     coverage folder and compiles copies (tcp_cubic.c whole, tcp_cong.c's Reno block);
     gcov's lines of the copies are reported at the kernel file's own line numbers."""
-    from ccdiff.coverage import NOT_DRIVEN
     env = dict(os.environ, CCDIFF_COVERAGE_BUILD_DIR=str(tmp_path / "cov"))
     result = _ccdiff("coverage", "linux", "--examples", "--json", str(tmp_path / "l.json"), env=env, timeout=600)
     assert result.returncode == 0, result.stderr
@@ -283,4 +298,4 @@ def test_linux_kernel_files_through_the_extracted_copies(tmp_path):
     assert undo and undo[0]["not_driven"] and undo[0]["url"].startswith(
         "https://git.kernel.org/pub/scm/linux/kernel/git/stable/linux.git/tree/net/ipv4/tcp_cong.c?h=v6.12.117#n")
     flagged = {r["function"] for e in doc["files"].values() for r in e["uncovered"] if r["not_driven"]}
-    assert flagged == set(NOT_DRIVEN["linux"])
+    assert flagged == set(_not_driven("linux"))

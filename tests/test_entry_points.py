@@ -1,12 +1,14 @@
-"""docs/entry-points.md stays true to the pinned sources and to the adapters (issue #21).
+"""Every stack folder's entry-points.md stays true to the pinned sources and to the adapters
+(issue #21; the contract: docs/entry-points.md).
 
-For each stack the controller interface is parsed from the pinned source unpacked under
-build/<stack>/<version>/src/ (picoquic.h's notification enum and algorithm struct,
-ngtcp2_cc.h's struct ngtcp2_cc, quiche's CongestionControlOps, quinn's trait
-Controller, aioquic's class QuicCongestionControl, Linux's struct tcp_congestion_ops,
-s2n-quic-core's trait CongestionController).
-Linux's pinned source is the .deb's linux-source-<v>.tar.xz: the kernel files the table
-cites (LINUX_FILES) are read from that tarball into a temporary folder, once per run.
+Every folder under implementations/ with a stack.toml is checked (tests/test_adding_a_stack.py
+shows a new one is): its entry_points.py `members(src)` parses the controller interface from
+the pinned source unpacked under build/<stack>/<version>/src/ (picoquic.h's notification enum
+and algorithm struct, ngtcp2_cc.h's struct ngtcp2_cc, quiche's CongestionControlOps, quinn's
+trait Controller, aioquic's class QuicCongestionControl, Linux's struct tcp_congestion_ops,
+s2n-quic-core's trait CongestionController, msquic's QUIC_CONGESTION_CONTROL).
+Linux's pinned source is the .deb's linux-source-<v>.tar.xz: its `source_tree` reads the
+kernel files the table cites from that tarball into a temporary folder, once per run.
 s2n-quic's pinned source is s2n-quic-core alone; its caller, the s2n-quic-transport crate,
 is not pinned, so the table cites transport lines without backticks (unchecked, like any
 file outside a pinned tree) and every backticked line it cites is checked.  Every member must have a row in that stack's table with a status; no row
@@ -23,112 +25,42 @@ max(RTO, 1 s) (sender.c:939-946).
 """
 from __future__ import annotations
 
-import ast
-import atexit
-import functools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from ccdiff.entry_points import parser
 from ccdiff.paths import build_dir, implementations_dir, project_root
 from ccdiff.stacks import load_recipes
 
-DOC = project_root() / "docs" / "entry-points.md"
 STATUSES = ("delivered", "not delivered", "accessor")
 REF = re.compile(r"`([\w./-]+\.(?:c|h|rs|py)):(\d+)(?:-(\d+))?`(?:\s*\((\d[\w.]*)\))?")
 
 
-# ---- the interfaces, parsed from the pinned sources -------------------------------------
+# ---- the interfaces, parsed from the pinned sources by each folder's entry_points.py -------
 
-def _block(text: str, start: str, end: str) -> str:
-    """The text between the first `start` and the next line that is exactly `end`."""
-    i = text.index(start)
-    j = text.index("\n" + end, i)
-    return text[i:j]
-
-
-def picoquic_members(src: Path) -> set[str]:
-    h = (src / "picoquic" / "picoquic.h").read_text()
-    enum = _block(h, "picoquic_congestion_notification_acknowledgement", "} picoquic_congestion_notification_t;")
-    kinds = set(re.findall(r"picoquic_congestion_notification_(\w+)", enum))
-    alg = _block(h, "typedef struct st_picoquic_congestion_algorithm_t {", "} picoquic_congestion_algorithm_t;")
-    hooks = set(re.findall(r"^\s*picoquic_congestion_algorithm_\w+\s+(\w+);", alg, re.M))
-    return kinds | hooks
-
-
-def ngtcp2_members(src: Path) -> set[str]:
-    h = (src / "lib" / "ngtcp2_cc.h").read_text()
-    body = _block(h, "typedef struct ngtcp2_cc {", "} ngtcp2_cc;")
-    return set(re.findall(r"^\s*ngtcp2_cc_\w+\s+(\w+);", body, re.M))
-
-
-def quiche_members(src: Path) -> set[str]:
-    rs = (src / "src" / "recovery" / "congestion" / "mod.rs").read_text()
-    body = _block(rs, "pub(crate) struct CongestionControlOps {", "}")
-    return set(re.findall(r"^\s*pub (\w+):", body, re.M))
-
-
-def quinn_members(src: Path) -> set[str]:
-    rs = (src / "src" / "congestion.rs").read_text()
-    body = _block(rs, "pub trait Controller", "}")
-    return set(re.findall(r"^\s*fn (\w+)", body, re.M))
-
-
-def aioquic_members(src: Path) -> set[str]:
-    """The methods and the annotated attributes of aioquic's controller base class."""
-    tree = ast.parse((src / "src" / "aioquic" / "quic" / "congestion" / "base.py").read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "QuicCongestionControl")
-    methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-    return methods | fields
-
-
-def linux_members(src: Path) -> set[str]:
-    """struct tcp_congestion_ops: its callbacks (`(*name)(`) and its data members."""
-    h = (src / "include" / "net" / "tcp.h").read_text()
-    body = _block(h, "struct tcp_congestion_ops {", "} ____cacheline_aligned_in_smp;")
-    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    hooks = set(re.findall(r"\(\*(\w+)\)\s*\(", body))
-    fields = set(re.findall(r"^\s*(?:char|u32|struct \w+)\s+\**(\w+)\s*(?:\[[^]]*\])?;", body, re.M))
-    return hooks | fields
-
-
-def s2n_quic_members(src: Path) -> set[str]:
-    """The methods of s2n-quic-core's `trait CongestionController` (the associated type
-    PacketInfo is not an entry point)."""
-    rs = (src / "src" / "recovery" / "congestion_controller.rs").read_text()
-    body = _block(rs, "pub trait CongestionController:", "}")
-    return set(re.findall(r"^\s*fn (\w+)", body, re.M))
-
-
-def msquic_members(src: Path) -> set[str]:
-    """The callbacks of msquic's QUIC_CONGESTION_CONTROL table (`(*name)(`; Name and the
-    algorithm state are not entry points)."""
-    h = (src / "src" / "core" / "congestion_control.h").read_text()
-    body = _block(h, "typedef struct QUIC_CONGESTION_CONTROL {", "} QUIC_CONGESTION_CONTROL;")
-    return set(re.findall(r"\(\*(\w+)\)\s*\(", body))
-
-
-PARSERS = {"picoquic": picoquic_members, "ngtcp2": ngtcp2_members,
-           "quiche": quiche_members, "quinn": quinn_members,
-           "aioquic": aioquic_members, "linux": linux_members,
-           "s2n-quic": s2n_quic_members, "msquic": msquic_members}
+def members(stack: str):
+    """The folder's parser, members(src) -> set of names (docs/entry-points.md, "The contract")."""
+    module = parser(implementations_dir() / stack)
+    assert module is not None and callable(getattr(module, "members", None)), \
+        f"implementations/{stack}/entry_points.py defines no members(src) (docs/entry-points.md)"
+    return module.members
 
 
 # ---- the document --------------------------------------------------------------------
 
 def tables() -> dict[str, tuple[list[str], list[dict]]]:
-    """{stack: ([versions], [row as {column: cell}])}, one per `<!-- entry-points: ... -->`."""
+    """{stack: ([versions], [row as {column: cell}])}, one per `<!-- entry-points: ... -->` in
+    any stack folder's entry-points.md."""
     out = {}
-    lines = DOC.read_text().splitlines()
+    lines = [line for path in sorted(implementations_dir().glob("*/entry-points.md"))
+             for line in path.read_text().splitlines() + [""]]
     for i, line in enumerate(lines):
         m = re.fullmatch(r"<!-- entry-points: ([\w-]+) ([\d. ]+) -->", line.strip())
         if not m:
@@ -153,37 +85,8 @@ def source_root(stack: str, version: str) -> Path:
     root = build_dir() / stack / version / "src" / pin["subdir"]
     if not root.is_dir():
         pytest.skip(f"{stack} {version} is not unpacked under {build_dir()} (ccdiff build {stack}@{version})")
-    if stack == "linux":
-        return linux_tree(root)
-    return root
-
-
-# The kernel files docs/entry-points.md cites for Linux.  build.sh takes only what it
-# compiles (tcp_cubic.c, tcp_cong.c, include/net/tcp.h) out of the tarball; the callers
-# (tcp_input.c, tcp_output.c, tcp.c) are read here, never written into build/.
-LINUX_FILES = ("include/net/tcp.h", "net/ipv4/tcp.c", "net/ipv4/tcp_cong.c", "net/ipv4/tcp_cubic.c",
-               "net/ipv4/tcp_input.c", "net/ipv4/tcp_output.c")
-
-
-@functools.lru_cache(maxsize=None)
-def linux_tree(usr_src: Path) -> Path:
-    """LINUX_FILES from the pinned linux-source-<v>.tar.xz under usr_src (as build.sh finds
-    it), in a temporary kernel tree removed when the run ends."""
-    tarballs = sorted(usr_src.glob("linux-source-*.tar.xz"))
-    assert len(tarballs) == 1, f"{usr_src}: expected one linux-source-*.tar.xz, found {tarballs}"
-    top = tarballs[0].name[:-len(".tar.xz")]
-    dest = Path(tempfile.mkdtemp(prefix="ccdiff-entry-points-"))
-    atexit.register(shutil.rmtree, dest, True)
-    wanted = {f"{top}/{f}" for f in LINUX_FILES}
-    with tarfile.open(tarballs[0], "r:xz") as tar:
-        for member in tar:
-            if member.name in wanted and member.isfile():
-                tar.extract(member, dest, set_attrs=False)
-                wanted.discard(member.name)
-                if not wanted:
-                    break
-    assert not wanted, f"{tarballs[0]} lacks {sorted(wanted)}"
-    return dest / top
+    source_tree = getattr(parser(implementations_dir() / stack), "source_tree", None)
+    return source_tree(root) if source_tree else root
 
 
 def resolve(root: Path, rel: str) -> Path:
@@ -207,15 +110,16 @@ def names_for(row: dict) -> list[str]:
     return [entry(row), *via]
 
 
-STACKS = {"picoquic": ["1.1.53.0"], "ngtcp2": ["1.25.0"], "quiche": ["0.26.0", "0.30.0"],
-          "quinn": ["0.11.19"], "aioquic": ["1.7.2"], "linux": ["6.1", "6.12"], "s2n-quic": ["0.91.0"],
-          "msquic": ["2.5.1"]}
+# Every stack folder and its pinned versions: what the tables must cover.
+STACKS = {name: list(recipe.versions) for name, recipe in load_recipes().items()}
 
 
 def test_every_stack_has_a_table_for_its_pinned_versions():
     t = tables()
     assert {s: v for s, (v, _) in t.items()} == STACKS
-    assert set(STACKS) == {s for s in load_recipes() if (implementations_dir() / s).is_dir()}
+    for stack in STACKS:
+        members(stack)
+        assert (implementations_dir() / stack / "entry-points.md").is_file()
     assert "entry-points.md" in (project_root() / "docs" / "adapters.md").read_text()
 
 
@@ -225,12 +129,12 @@ def classified(stack: str) -> list[str]:
 
 @pytest.mark.parametrize("stack,version", [(s, v) for s, vs in STACKS.items() for v in vs])
 def test_every_upstream_member_is_classified(stack, version):
-    members = PARSERS[stack](source_root(stack, version))
-    assert len(members) >= 4, members  # the parser found the interface
+    found = members(stack)(source_root(stack, version))
+    assert len(found) >= 4, found  # the parser found the interface
     named = classified(stack)
     assert len(named) == len(set(named)), f"{stack}: a member has two rows"
-    assert set(named) - members == set(), f"{stack} {version}: rows for members upstream does not have"
-    assert members - set(named) == set(), f"{stack} {version}: unclassified entry points"
+    assert set(named) - found == set(), f"{stack} {version}: rows for members upstream does not have"
+    assert found - set(named) == set(), f"{stack} {version}: unclassified entry points"
 
 
 def test_a_new_upstream_hook_is_unclassified(tmp_path):
@@ -243,7 +147,7 @@ def test_a_new_upstream_hook_is_unclassified(tmp_path):
     assert h.count(anchor) == 1
     (tmp_path / "picoquic" / "picoquic.h").write_text(
         h.replace(anchor, "    picoquic_congestion_notification_path_idle,\n" + anchor))
-    assert picoquic_members(tmp_path) - set(classified("picoquic")) == {"path_idle"}
+    assert members("picoquic")(tmp_path) - set(classified("picoquic")) == {"path_idle"}
 
     ng = source_root("ngtcp2", "1.25.0")
     (tmp_path / "lib").mkdir()
@@ -251,7 +155,7 @@ def test_a_new_upstream_hook_is_unclassified(tmp_path):
     anchor = "  ngtcp2_cc_reset reset;"
     assert h.count(anchor) == 1
     (tmp_path / "lib" / "ngtcp2_cc.h").write_text(h.replace(anchor, anchor + "\n  ngtcp2_cc_event event;"))
-    assert ngtcp2_members(tmp_path) - set(classified("ngtcp2")) == {"event"}
+    assert members("ngtcp2")(tmp_path) - set(classified("ngtcp2")) == {"event"}
 
 
 def test_a_new_hook_in_aioquic_or_linux_is_unclassified(tmp_path):
@@ -264,7 +168,7 @@ def test_a_new_hook_in_aioquic_or_linux_is_unclassified(tmp_path):
     anchor = "    def get_log_data(self)"
     assert py.count(anchor) == 1
     (tmp_path / rel).write_text(py.replace(anchor, "    def on_packets_idle(self, *, now: float) -> None: ...\n\n" + anchor))
-    assert aioquic_members(tmp_path) - set(classified("aioquic")) == {"on_packets_idle"}
+    assert members("aioquic")(tmp_path) - set(classified("aioquic")) == {"on_packets_idle"}
 
     lx = source_root("linux", "6.12")
     (tmp_path / "include" / "net").mkdir(parents=True)
@@ -273,7 +177,7 @@ def test_a_new_hook_in_aioquic_or_linux_is_unclassified(tmp_path):
     assert h.count(anchor) == 1
     (tmp_path / "include" / "net" / "tcp.h").write_text(
         h.replace(anchor, "\tvoid (*on_idle)(struct sock *sk, u32 idle_us);\n" + anchor))
-    assert linux_members(tmp_path) - set(classified("linux")) == {"on_idle"}
+    assert members("linux")(tmp_path) - set(classified("linux")) == {"on_idle"}
 
 
 def test_a_new_method_of_s2n_quics_trait_is_unclassified(tmp_path):
@@ -286,7 +190,7 @@ def test_a_new_method_of_s2n_quics_trait_is_unclassified(tmp_path):
     anchor = "    fn earliest_departure_time(&self) -> Option<Timestamp>;"
     assert rs.count(anchor) == 1
     (tmp_path / rel).write_text(rs.replace(anchor, anchor + "\n\n    fn on_app_idle(&mut self, now: Timestamp);"))
-    assert s2n_quic_members(tmp_path) - set(classified("s2n-quic")) == {"on_app_idle"}
+    assert members("s2n-quic")(tmp_path) - set(classified("s2n-quic")) == {"on_app_idle"}
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -15,7 +15,7 @@ import oracle.cubic
 from ccdiff.build import ensure_built
 from ccdiff.invariants import CATALOG, Checker, Truth
 from ccdiff.ledger import ACKED, Ledger
-from ccdiff.mechanisms import MECHANISMS, Occurrence
+from ccdiff.mechanisms import Occurrence, registry
 from ccdiff.paths import project_root
 from ccdiff.replay import replay
 from ccdiff.snapshot import CONGESTION_AVOIDANCE, Snapshot
@@ -162,7 +162,7 @@ def test_w_est_closed_form_explains_rfc_8312s_estimate_only():
     """quinn's W_est(t) = W_max x 0.7 + 0.529 x t / RTT datagrams: W_max 12,000 bytes, t = 1 s,
     RTT 100 ms -> 8,400 + 6,353 = 14,753 bytes.  A window up to a datagram above it is quinn's
     rule; two datagrams above it (another alpha), or a drop below the curve, are not."""
-    quinn = MECHANISMS["w-est-closed-form"](1200)
+    quinn = registry()["w-est-closed-form"](1200)
     quinn.observe(0, _Ack(100_000, 50_000))
     w_est = 12_000 * 0.7 + 3 * 0.3 / 1.7 * 10 * 1200
     assert abs(w_est - 14_753) < 1
@@ -170,7 +170,7 @@ def test_w_est_closed_form_explains_rfc_8312s_estimate_only():
     assert not quinn.explains(_curve_occurrence(int(w_est) + 2_400))
     assert not quinn.explains(_curve_occurrence(int(w_est), cause="below"))
     # s2n-quic divides by min_rtt (50 ms here): twice the growth term.
-    s2n = MECHANISMS["s2n-w-est-closed-form"](1200)
+    s2n = registry()["s2n-w-est-closed-form"](1200)
     s2n.observe(0, _Ack(100_000, 50_000))
     assert s2n.explains(_curve_occurrence(int(12_000 * 0.7 + 3 * 0.3 / 1.7 * 20 * 1200)))
     assert not quinn.explains(_curve_occurrence(int(12_000 * 0.7 + 3 * 0.3 / 1.7 * 20 * 1200)))

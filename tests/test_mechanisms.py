@@ -14,7 +14,11 @@ from ccdiff.cli import main
 from ccdiff.errors import SetupError
 from ccdiff.invariants import Checker, Finding, Truth
 from ccdiff.ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT, Ledger
-from ccdiff.mechanisms import MECHANISMS, Ngtcp2DeliverySsthresh, Ngtcp2RenoFriendlySwitch, Occurrence
+from ccdiff.mechanisms import Occurrence, registry
+
+MECHANISMS = registry()   # every stack folder's mechanisms.py, and the shared ones
+Ngtcp2DeliverySsthresh = MECHANISMS["ngtcp2-delivery-ssthresh"]
+Ngtcp2RenoFriendlySwitch = MECHANISMS["ngtcp2-reno-friendly-switch"]
 from ccdiff.paths import project_root
 from ccdiff.replay import replay
 from ccdiff.profiles import Profile, judge, load_profile
@@ -354,7 +358,7 @@ def test_picoquic_loss_rate_filter_is_cc_common_c_arithmetic():
     """cc_common.c:105-136: per lost packet number an EWMA of 1/16, decayed once per number
     since the last loss (at most 32), counted above 15%; numbers at or below the last one
     (packet 0 on a fresh connection) never update."""
-    from ccdiff.mechanisms import PicoquicLossRateFilter
+    PicoquicLossRateFilter = MECHANISMS["picoquic-loss-rate-filter"]
     m = PicoquicLossRateFilter(1200)
     assert m.loss_test(0) is False and m.rate == 0.0
     rate, verdicts = 0.0, []
@@ -373,7 +377,9 @@ def test_picoquic_loss_rate_filter_is_cc_common_c_arithmetic():
 
 def test_picoquic_mechanisms_never_excuse_ce_or_a_deeper_reduction():
     from ccdiff.ledger import ACKED, LOST, SENT
-    from ccdiff.mechanisms import PicoquicHystartDelayExit, PicoquicLossRateFilter, PicoquicRecoveryByPacketNumber
+    PicoquicLossRateFilter = MECHANISMS["picoquic-loss-rate-filter"]
+    PicoquicHystartDelayExit = MECHANISMS["picoquic-hystart-delay-exit"]
+    PicoquicRecoveryByPacketNumber = MECHANISMS["picoquic-recovery-by-packet-number"]
     snap = Snapshot(12_000, 9_000, 0, "congestion_avoidance", 0, 0, 12_000.0, 0.0)
     m = PicoquicLossRateFilter(1200)
     m.observe(1, _resolved(LOST, 100, [(5, 10, 1200, False)]))
@@ -404,7 +410,7 @@ def test_picoquic_mechanisms_never_excuse_ce_or_a_deeper_reduction():
 
 def test_picoquic_app_limited_by_timestamp_replays_the_send_time_rule():
     from ccdiff.ledger import ACKED, APP_IDLE, SENT
-    from ccdiff.mechanisms import PicoquicAppLimitedByTimestamp
+    PicoquicAppLimitedByTimestamp = MECHANISMS["picoquic-app-limited-by-timestamp"]
     m = PicoquicAppLimitedByTimestamp(1200)
     m.observe(0, _resolved(SENT, 10, [(0, 10, 1200, False)]))
     m.observe(1, _resolved(APP_IDLE, 10))

@@ -3,7 +3,8 @@
 Sources: rfc/ (the editors' kramdown files).  Markup is normalised (ccdiff/rfctext.py); an
 ellipsis "..." joins fragments that must each appear, in order, in the same section.
 
-Marker convention for prose (docs/*.md, README.md, profiles, scenarios): an RFC quote is written
+Marker convention for prose (docs/*.md, README.md, profiles, the stacks' entry-points.md,
+scenarios): an RFC quote is written
 `RFC NNNN §X.Y: “verbatim text”` -- the citation, a colon, then the text in curly quotes.
 Everything written that way is checked against that section.
 """
@@ -23,7 +24,8 @@ NORMATIVE = ("MUST", "SHOULD", "RECOMMENDED", "MAY")
 
 def prose_files() -> list:
     files = sorted(ROOT.glob("docs/*.md")) + [ROOT / "README.md"]
-    return files + sorted(ROOT.glob("implementations/*/profile.toml")) + sorted(ROOT.glob("scenarios/*.toml"))
+    return files + sorted(ROOT.glob("implementations/*/profile.toml")) + sorted(ROOT.glob("implementations/*/entry-points.md")) \
+        + sorted(ROOT.glob("scenarios/*.toml"))
 
 
 def marked_quotes() -> list:

@@ -4,7 +4,7 @@ Engines and how the adapter is instrumented:
   afl        C stacks: their build.sh with CC=afl-clang-fast (AFL++'s PCGUARD pass);
              Rust stacks: cargo running LLVM's sancov-module pass (inline 8-bit
              counters) on the stack's own crate and the adapter only
-             (RUST_COVERED_CRATES, through sancov_rustc.sh); fz_main.c gives each
+             (coverage.toml sancov_crates, through sancov_rustc.sh); fz_main.c gives each
              counter a slot of AFL++'s map (AFL++'s runtime, afl-compiler-rt, is linked
              into the harness) and folds them in after each input; no comparison
              callbacks (AFL++ uses them only in CMPLOG mode).  Folder sancov-afl/.
@@ -57,11 +57,10 @@ RUST_SANCOV_AFL = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-lev
                    "-C llvm-args=-sanitizer-coverage-inline-8bit-counters")
 # The library's counters constructor calls it in the harness executable (fz_main.c).
 AFL_EXPORTS = "-Wl,--export-dynamic-symbol=__sanitizer_cov_8bit_counters_init"
-# The crates the sancov pass instruments, per Rust stack: the one holding the controller
-# and the adapter (lib name ccdiff_adapter).  Their dependencies (libm, smallvec, slab, ...)
-# are not the controller; instrumented, they cost a callback per edge on every execution.
-RUST_COVERED_CRATES = {"quiche": "quiche ccdiff_adapter", "quinn": "quinn_proto ccdiff_adapter",
-                       "s2n-quic": "s2n_quic_core ccdiff_adapter"}
+# The crates the sancov pass instruments are each Rust stack's own data: `sancov_crates` in
+# its folder's coverage.toml, the one holding the controller and the adapter (lib name
+# ccdiff_adapter).  Their dependencies (libm, smallvec, slab, ...) are not the controller;
+# instrumented, they cost a callback per edge on every execution.
 # UBSan reports and carries on by default; a fuzzer only sees a crash.
 ASAN = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 NO_RECOVER = "-fno-sanitize-recover=undefined"
@@ -162,10 +161,10 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
     if target.recipe.language == "rust":
         # Build scripts and proc macros must not carry the sancov callbacks: naming the
         # target triple keeps RUSTFLAGS off host artifacts.
-        crates = RUST_COVERED_CRATES.get(target.recipe.name)
+        crates = target.recipe.coverage.get("sancov_crates")
         if crates is None:
             raise SetupError(f"{target.label}: name the crates to instrument (the controller's and "
-                             "ccdiff_adapter) in RUST_COVERED_CRATES, ccdiff/fuzzing/harness.py")
+                             f"ccdiff_adapter) as sancov_crates in {target.recipe.folder / 'coverage.toml'}")
         sancov = RUST_SANCOV_AFL if engine == "afl" else RUST_SANCOV
         knobs.update(RUSTFLAGS=sancov_cfg(crates, sancov), CCDIFF_SANCOV_RUSTFLAGS=sancov,
                      CCDIFF_SANCOV_CRATES=crates,

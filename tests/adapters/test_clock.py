@@ -18,12 +18,13 @@ from ccdiff.paths import project_root
 from ccdiff.replay import replay
 from ccdiff.sim import simulate
 from ccdiff.sim.scenario import load_scenario
+from ccdiff.stacks import load_recipes
 from ccdiff.trace import PersistentCongestion, load_trace
 
-STACKS = ["ngtcp2@1.25.0", "picoquic@1.1.53.0", "quiche@0.26.0", "quiche@0.30.0", "quinn@0.11.19", "quinn-reno@0.11.19",
-          "aioquic@1.7.2", "aioquic-reno@1.7.2",
-          "linux@6.1", "linux@6.12", "linux-reno@6.12",
-          "s2n-quic@0.91.0", "msquic@2.5.1"]
+# Every stack folder at every pinned version, and each of its aliases (its Reno) at its
+# default version: from the folders, so a new stack is in without an edit here.
+STACKS = [f"{name}@{version}" for name, recipe in load_recipes().items() for version in recipe.versions] + \
+         [f"{alias}@{recipe.default_version}" for recipe in load_recipes().values() for alias in recipe.aliases]
 # Seconds, days (the default) and weeks of uptime, each with odd microseconds.
 BASES = [17_000_003, DEFAULT_CLOCK_BASE_US, 14 * 86_400_000_000 + 11]
 EXAMPLES = ["death-spiral.jsonl", "idle-restart.jsonl"]

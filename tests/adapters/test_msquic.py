@@ -17,14 +17,16 @@ import pytest
 
 from ccdiff.build import ensure_built
 from ccdiff.errors import SetupError
-from ccdiff.mechanisms import msquic_k_ms
-from ccdiff.paths import project_root
+from ccdiff.paths import implementations_dir, project_root
+from ccdiff.recipes import folder_module
 from ccdiff.replay import replay
 from ccdiff.trace import load_trace, parse_trace_text
 
 from .common import MDS, run_events, run_marked, sent
 
 SPEC = "msquic@2.5.1"
+# msquic's K in integer milliseconds, from its folder's mechanisms.py (msquic-k-from-w-max)
+msquic_k_ms = folder_module(implementations_dir() / "msquic", "mechanisms").msquic_k_ms
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,0 +1,14 @@
+"""quiche's controller interface, parsed from its pinned source: tests/test_entry_points.py
+checks entry-points.md beside this file against it (ccdiff/entry_points.py, docs/entry-points.md)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ccdiff.entry_points import block
+
+
+def members(src: Path) -> set[str]:
+    rs = (src / "src" / "recovery" / "congestion" / "mod.rs").read_text()
+    body = block(rs, "pub(crate) struct CongestionControlOps {", "}")
+    return set(re.findall(r"^\s*pub (\w+):", body, re.M))
