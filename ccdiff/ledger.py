@@ -6,7 +6,11 @@ stacks comes from the controllers.  The resolved event carries what each
 stack's own connection code would hand its controller: the packets an ACK or
 a loss covers (number, send time, size, app-limited flag), bytes in flight
 *before* the event (quiche's convention, ngtcp2's prior_inflight) and the
-RFC 9002 §5 RTT estimate.
+RFC 9002 §5 RTT estimate.  An ACK whose trace event carries the stack's own RTT
+sample (`rtt`, from a qlog's latest_rtt) passes it on as `stack_rtt`, for an adapter
+that hands its stack the sample the stack itself took (aioquic); the ledger's
+estimate stays the trace's own (t - send time of the largest packet), as every
+other controller and the trace's checks see it.
 """
 from __future__ import annotations
 
@@ -23,10 +27,10 @@ class Resolved:
     """One event as controllers see it.  packets: tuples (pn, sent_us, bytes, app_limited)."""
 
     __slots__ = ("kind", "t", "bytes_in_flight", "bytes_in_flight_after", "packets", "spurious",
-                 "ack_delay", "app_limited", "ecn_ce", "rtt")
+                 "ack_delay", "app_limited", "ecn_ce", "rtt", "stack_rtt")
 
     def __init__(self, kind, t, bytes_in_flight, bytes_in_flight_after, packets, rtt,
-                 spurious=(), ack_delay=0, app_limited=False, ecn_ce=False):
+                 spurious=(), ack_delay=0, app_limited=False, ecn_ce=False, stack_rtt=None):
         self.kind = kind
         self.t = t
         self.bytes_in_flight = bytes_in_flight            # before this event changes it
@@ -37,6 +41,7 @@ class Resolved:
         self.ack_delay = ack_delay
         self.app_limited = app_limited
         self.ecn_ce = ecn_ce
+        self.stack_rtt = stack_rtt                        # µs: the stack's own sample (ACK), or None
 
     @property
     def acked_bytes(self) -> int:
@@ -82,7 +87,7 @@ class Ledger:
             self.rtt.update(ev.t - largest[1], ev.ack_delay)
             self.rtt_values = self.rtt.values()
             return Resolved(ACKED, ev.t, before, after, tuple(acked), self.rtt_values,
-                            tuple(spurious), ev.ack_delay, ecn_ce=ev.ecn_ce)
+                            tuple(spurious), ev.ack_delay, ecn_ce=ev.ecn_ce, stack_rtt=ev.rtt)
         if kind is Lost:
             lost = []
             for pn in ev.pns:

@@ -71,7 +71,9 @@ def _rebuilt(trace: Trace, events: list, what: str) -> Trace:
 
 
 def shift_time(trace: Trace, base_us: int) -> Trace:
-    """Every event `base_us` later: the same trace on a clock that started earlier."""
+    """Every event `base_us` later: the same trace on a clock that started earlier.  An
+    ACK's `rtt` (the stack's sample, a difference of times) is kept as it is; so is it by
+    offset_packet_numbers, which moves no time."""
     return _rebuilt(trace, [ev._replace(t=ev.t + base_us) for ev in trace.events], f"shift +{base_us} us")
 
 
@@ -107,10 +109,13 @@ def split_ack(ack: Ack) -> tuple:
     §5.1, Appendix A.7: the sample is taken before loss detection runs), so the trace's
     loss declarations stay reachable.  The first frame carries the ECN-CE mark, so a
     CE-triggered recovery period starts at the same send time (RFC 9002 §7.1, §7.3.2).
-    Both frames keep the ack_delay, which the peer reports per frame.
+    Both frames keep the ack_delay, which the peer reports per frame.  The stack's own
+    RTT sample (`rtt`) is that of the original's largest packet: the first frame keeps
+    it; the second, whose largest is another packet, drops it (its sample is the
+    harness's, t - that packet's send time, as for any ACK without one).
     """
     low, high = split_pns(ack.pns)
-    return ack._replace(pns=high), ack._replace(pns=low, ecn_ce=False)
+    return ack._replace(pns=high), ack._replace(pns=low, ecn_ce=False, rtt=None)
 
 
 def split_acks_at(trace: Trace, indices) -> Trace:

@@ -15,7 +15,8 @@ upstream modules it imports.  The module speaks the same contract as the C ABI
 
 `event` is the resolved event NativeController packs into a `ccd_event`
 (kind, t, bytes_in_flight, packets, spurious, ack_delay, app_limited, ecn_ce,
-rtt); the tuple is a `ccd_snapshot` (cwnd, ssthresh or None, bytes_in_flight,
+rtt), plus stack_rtt (an ACK's own RTT sample from the trace, µs, or None: the
+C struct has no such field); the tuple is a `ccd_snapshot` (cwnd, ssthresh or None, bytes_in_flight,
 phase index of snapshot.PHASES, recovery_start_us or None, epoch_start_us or
 None, w_max bytes or None, k_us or None).  This wrapper checks every value of
 it before it becomes a Snapshot, as the C struct's types would.

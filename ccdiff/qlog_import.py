@@ -64,7 +64,15 @@ KIND = {
     "recovery:parameters_set": "recovery_parameters", "quic:recovery_parameters_set": "recovery_parameters",
     "transport:parameters_set": "transport_parameters", "quic:parameters_set": "transport_parameters",
     "security:key_retired": "key_discarded", "quic:key_discarded": "key_discarded",
+    # a datagram's receipt, logged when it arrives, before its packets (aioquic connection.py:771,
+    # picoquic's loglib): the time of the ACKs it carries ("The ACK's time", docs/qlog-import.md)
+    "transport:datagrams_received": "datagram_received", "transport:datagram_received": "datagram_received",
+    "quic:udp_datagrams_received": "datagram_received",
 }
+# Records a stack writes while it builds a burst of sends (aioquic: metrics_updated, packet_sent,
+# datagrams_sent per datagram): any other record was written before the burst's clock read.
+SEND_BURST_KINDS = {"sent", "metrics"}
+SEND_BURST_NAMES = {"transport:datagrams_sent", "transport:datagram_sent", "quic:udp_datagrams_sent"}
 # The metric names stacks log: qlog's, and aioquic's "cwnd" (quic/congestion/base.py get_log_data).
 METRIC_ALIASES = {"congestion_window": "cwnd", "cwnd": "cwnd", "ssthresh": "ssthresh",
                   "bytes_in_flight": "bytes_in_flight"}
@@ -402,7 +410,7 @@ class _Space:
 
     def __init__(self):
         self.ackable: list = []     # its packet numbers sent and not acknowledged (lost ones too)
-        self.sent: dict = {}        # its pn -> (trace pn, t), for the packets in ackable
+        self.sent: dict = {}        # its pn -> (trace pn, t, burst floor t), for the packets in ackable
         self.lost: set = set()      # declared lost and not acknowledged since
         self.last_pn = -1
         self.ce_count = 0
@@ -426,7 +434,9 @@ class _Group:
     ack_where: Where | None = None
     floor: int = 0                  # the time of the last event written before the group
     rtt_sent_t: int | None = None   # the ACK's largest is newly acknowledged: its send time
+    rtt_floor_t: int = 0            # ... and the last record before its send burst
     rtt_done: bool = False
+    receipt: bool = False           # the ACK's time is its datagram's receipt record's
     cwnd_at_loss: int | None = None  # the stack's window as logged when the first loss was
 
 
@@ -475,6 +485,8 @@ class Importer:
         self.mds_logged = False               # a parameters_set stated max_datagram_size
         self.string_numbers = False           # qlog draft-00..02: numbers may be strings (qlog_dialects)
         self.stack_clock = False              # records stamped with the stack's own call time (ngtcp2)
+        self.datagram_t: int | None = None    # the receipt record of the datagram being read, until a send
+        self.other_t = 0                      # the latest record that is no part of a send burst
 
     # -- time
     def time_us(self, where: Where, ev: dict, fmt: dict) -> int:
@@ -524,6 +536,8 @@ class Importer:
         # with 0 mid-trace, parameters_set after packets): their time is not read
         if not (self.picoquic and kind in (None, "transport_parameters", "recovery_parameters")):
             t = self.time_us(where, ev, fmt)
+            if kind not in SEND_BURST_KINDS and dialects.canonical_name(name) not in SEND_BURST_NAMES:
+                self.other_t = t
         if kind is None:
             entry = self.summary.not_imported.setdefault(name, [0, where.line, where.record])
             entry[0] += 1
@@ -543,6 +557,8 @@ class Importer:
                                              "initial_rtt": "initial_rtt_us"})
         elif kind == "key_discarded":
             self.on_key_discarded(where, data)
+        elif kind == "datagram_received":
+            self.datagram_t = t
         elif kind == "transport_parameters":
             # qlog 0.3 "owner", the current draft "initiator" (quiche 0.30: quic:parameters_set)
             if data.get("owner", data.get("initiator")) == "remote":
@@ -660,6 +676,7 @@ class Importer:
         return self.spaces[key]
 
     def on_sent(self, where: Where, t: int, name: str, data: dict) -> None:
+        self.datagram_t = None                  # a packet received after a send is another datagram's
         if not self.order:
             # The first packet_sent tells where this stack logs a send's own metrics:
             # before the packet_sent record (aioquic: on_packet_sent logs, then the
@@ -721,7 +738,7 @@ class Importer:
             self.finish_pending(self.state)
             self.pending = unit
         space.ackable.append(pn)
-        space.sent[pn] = (trace_pn, t)
+        space.sent[pn] = (trace_pn, t, self.other_t)
         if self.picoquic and isinstance(frames, list):
             self.picoquic_app_state(where, frames)
 
@@ -764,8 +781,12 @@ class Importer:
         ptype = self.space(where, name, data)
         if self.skip_space(ptype):
             return
+        # The ACK's time: its datagram's receipt, where the log has that record (below, and
+        # "The ACK's time" in docs/qlog-import.md); never before an event already written.
+        receipt = self.datagram_t is not None and not self.stack_clock
+        t_ack = max(self.datagram_t, self.unit_t) if receipt else t
         for frame in acks:
-            self.on_ack_frame(where, t, name, frame, self.space_of(ptype))
+            self.on_ack_frame(where, t_ack, name, frame, self.space_of(ptype), receipt)
         if implicit:
             self.implicit_ack(where, t, name, ptype)
 
@@ -788,7 +809,8 @@ class Importer:
                 self.on_ack_frame(where, t, name, {"acked_ranges": [[pn, pn] for pn in left], "ack_delay": 0},
                                   space)
 
-    def on_ack_frame(self, where: Where, t: int, name: str, frame: dict, space: _Space) -> None:
+    def on_ack_frame(self, where: Where, t: int, name: str, frame: dict, space: _Space,
+                     receipt: bool = False) -> None:
         ranges = frame.get("acked_ranges")
         if not isinstance(ranges, list):
             self.fail(where, f"{name}: ACK frame without acked_ranges")
@@ -814,7 +836,7 @@ class Importer:
             return                               # acknowledges nothing new: no trace event
         newly = sorted(set(newly))
         largest = max(r[-1] for r in ranges)
-        rtt_sent_t = space.sent[largest][1] if largest in newly and largest not in space.lost else None
+        rtt_sent = space.sent[largest] if largest in newly and largest not in space.lost else None
         for pn in newly:
             if space.sent[pn][1] >= t:
                 self.fail(where, f"{name}: ACK at {t} us of packet {pn} sent at {space.sent[pn][1]} us: "
@@ -849,7 +871,8 @@ class Importer:
             self.flush_group()
             self.finish_pending(self.state)     # the state the log shows when this ACK arrives
             self.group = group = _Group(t, where, ack=ack, ack_where=where, floor=self.unit_t)
-        group.rtt_sent_t = rtt_sent_t
+        group.rtt_sent_t, group.rtt_floor_t = rtt_sent[1:] if rtt_sent else (None, 0)
+        group.receipt = receipt
         # picoquic dumps its congestion state after a 1-RTT packet (packet.c:2028, in
         # picoquic_incoming_1rtt) or a send (sender.c:2771, 2895), never after an Initial or
         # Handshake one: what it logs next belongs to a later event, so nothing is compared
@@ -938,22 +961,32 @@ class Importer:
         self.last_was_metrics = True
 
     def ack_time_from_rtt(self, data: dict) -> None:
-        """The ACK's time on the stack's own clock, from the RTT sample it logged.
+        """The stack's own RTT sample for the ACK before this record, and the ACK's time.
 
         A stack takes an ACK's time when the datagram arrives and a packet's send time
         when its send loop starts, but its log stamps each record when it is written:
         aioquic passes the event loop's `now` to the controller (connection.py
-        receive_datagram / datagrams_to_send, sent_time = now at 1616-1619) and stamps its
-        qlog with time.time() (logger.py:259).  The controller's RTT sample is now -
-        sent_time of the ACK's largest packet (recovery.py:299); the log's times are tens
-        of µs off that, and Cubic's window (W_cubic(t + rtt), int-truncated, cubic.py:47-50,
-        116) can differ by a byte.  So where the stack logged the sample (latest_rtt right
-        after the ACK whose largest packet it newly acknowledges), the ACK is placed at
-        that packet's send time + the raw sample: latest_rtt as logged (RFC 9002 §5.1's raw
-        sample) or latest_rtt + ack delay (aioquic logs the sample after §5.3's ack-delay
+        receive_datagram / datagrams_to_send, sent_time = now at 1616-1619), stamps its
+        qlog with time.time() (logger.py:259), and logs packet_sent after building the
+        whole burst (connection.py:1597): the logged send times lag 40-400 µs.  The
+        controller's RTT sample is now - sent_time of the ACK's largest packet
+        (recovery.py:299); where the stack logged it (latest_rtt right after the ACK whose
+        largest packet it newly acknowledges), the raw sample is latest_rtt as logged (RFC
+        9002 §5.1's) or latest_rtt + ack delay (aioquic logs it after §5.3's ack-delay
         adjustment, recovery.py:309-310), whichever is possible (min_rtt) and nearer the
-        log's own difference; only within 1 ms of it, never before an earlier event or
-        after this record."""
+        log's own difference.  A sample the log's times cannot hold is not taken: one more
+        than 1 ms below the log's difference (a record is stamped after its stack read
+        the clock, a send's the more so), or more than 1 ms above the ACK's time minus the
+        last record before the packet's send burst (the stack read its send time after
+        writing that record).  The burst's build time is the whole gap, several ms for a
+        large burst in aioquic (its first flight's ACK: 16.8 ms sampled, 12.5 ms between
+        the records).  The ACK carries the sample as `rtt` (the trace's field for the
+        stack's sample: aioquic's slow-start exit and Cubic's W_cubic(t + rtt) read it,
+        cubic.py:201-207, 116).
+
+        Its time: the datagram's receipt record where the log has one (set in
+        on_received); else that packet's send time + the raw sample, only within 1 ms of
+        the log's time, never before an earlier event or after this record."""
         group = self.group
         if group is None or group.ack is None or group.rtt_sent_t is None or group.rtt_done:
             return
@@ -973,8 +1006,15 @@ class Importer:
             if not ok_min or latest > min_rtt * self.scale:
                 candidates.append(latest + delay)
         logged_rtt = group.t - group.rtt_sent_t
-        best = min(candidates, key=lambda r: abs(r - logged_rtt), default=None)
-        if best is None or abs(best - logged_rtt) > GROUP_WINDOW_US:
+        if latest == 1000 and logged_rtt < 1000:
+            return          # aioquic's floor (max(latest_rtt, 1 ms), recovery.py:305), not the sample
+        lo, hi = logged_rtt - GROUP_WINDOW_US, group.t - group.rtt_floor_t + GROUP_WINDOW_US
+        best = min((r for r in candidates if lo <= r <= hi and round(r) >= 1),
+                   key=lambda r: abs(r - logged_rtt), default=None)
+        if best is None:
+            return
+        group.ack = group.ack._replace(rtt=round(best))
+        if group.receipt or abs(best - logged_rtt) > GROUP_WINDOW_US:
             return
         t = max(group.floor, min(group.rtt_sent_t + round(best), self.last_t))
         if t > group.rtt_sent_t:
@@ -993,7 +1033,10 @@ class Importer:
             if group.pc:
                 events.append((PersistentCongestion(t), group.lost[-1][1]))
         if group.ack is not None:
-            events.append((group.ack._replace(t=t), group.ack_where))
+            ack = group.ack._replace(t=t)
+            if ack.rtt is not None and ack.rtt == t - group.rtt_sent_t:
+                ack = ack._replace(rtt=None)    # the trace's own difference says it: not repeated
+            events.append((ack, group.ack_where))
         self.finish_pending(self.state)
         unit = _Unit(events)
         unit.where = group.where

@@ -6,7 +6,8 @@ simulator's schedule, so one real connection's network conditions run against ev
 
 From the imported trace (the application data space, times from the first packet sent):
 
-- ``base_rtt_us``: the smallest RTT sample less its reported ack delay; ``jitter_us``: the
+- ``base_rtt_us``: the smallest RTT sample (the stack's own, an ACK's ``rtt``, where the
+  log gave it) less its reported ack delay; ``jitter_us``: the
   90th percentile of those samples above it (what the path added to the ACK's return);
 - ``loss_schedule``: per BIN_US of send time, the share of the packets sent in it that the
   connection declared lost (a packet later acknowledged, a spurious loss, is not counted),
@@ -55,8 +56,10 @@ def derive(trace, name: str, source: str) -> dict:
             sends[ev.pn] = (ev.t, ev.bytes)
             last_send = ev.t
         elif kind is Ack:
-            # the path's share of the sample: the peer's reported ack delay taken out (RFC 9002 §5.3)
-            samples.append(resolved.rtt[0] - min(ev.ack_delay, trace.header.max_ack_delay))
+            # the path's share of the sample: the peer's reported ack delay taken out (RFC 9002 §5.3);
+            # the stack's own sample where the ACK carries it (`rtt`), else the trace's difference
+            sample = resolved.rtt[0] if ev.rtt is None else ev.rtt
+            samples.append(sample - min(ev.ack_delay, trace.header.max_ack_delay))
             size = sum(sends[pn][1] for pn in ev.pns if pn in sends)
             for pn in ev.pns:
                 if lost_sent_t.pop(pn, None) is not None:    # spurious: it was only late

@@ -17,7 +17,8 @@ gets exactly one reply, ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}
     {"op": "close"}                         -> {"ok"}
 
 EVENT is a resolved event as a list (`encode_event`), SNAP a Snapshot as a
-list.  A step batch stops at the first event the adapter refuses: the reply
+list.  An ACK that carries the stack's own RTT sample (Resolved.stack_rtt, a trace's
+`rtt`) has it as a 10th value; an event without one is the 9 values it always was.  A step batch stops at the first event the adapter refuses: the reply
 carries the snapshots before it and the adapter's message.  Replay hands the
 controller every resolved event up front (`prefetch`), so a trace costs one
 round trip per BATCH events, not one per event.
@@ -82,9 +83,13 @@ def _timeout() -> float | None:
 
 def encode_event(ev) -> list:
     """A resolved event (ledger.Resolved) as JSON-ready values, in a fixed order."""
-    return [ev.kind, ev.t, ev.bytes_in_flight, [list(p) for p in ev.packets],
-            [list(p) for p in ev.spurious], ev.ack_delay, bool(ev.app_limited), bool(ev.ecn_ce),
-            list(ev.rtt)]
+    values = [ev.kind, ev.t, ev.bytes_in_flight, [list(p) for p in ev.packets],
+              [list(p) for p in ev.spurious], ev.ack_delay, bool(ev.app_limited), bool(ev.ecn_ce),
+              list(ev.rtt)]
+    stack_rtt = getattr(ev, "stack_rtt", None)
+    if stack_rtt is not None:
+        values.append(stack_rtt)
+    return values
 
 
 class Connection:

@@ -81,12 +81,13 @@ class Event:
     """A resolved event rebuilt from remote.encode_event (what NativeController.step reads)."""
 
     __slots__ = ("kind", "t", "bytes_in_flight", "packets", "spurious", "ack_delay",
-                 "app_limited", "ecn_ce", "rtt")
+                 "app_limited", "ecn_ce", "rtt", "stack_rtt")
 
     def __init__(self, values: list):
-        if not isinstance(values, list) or len(values) != 9:
-            raise BadRequest("an event is a list of 9 values (remote.encode_event)")
-        (kind, t, bytes_in_flight, packets, spurious, ack_delay, app_limited, ecn_ce, rtt) = values
+        if not isinstance(values, list) or len(values) not in (9, 10):
+            raise BadRequest("an event is a list of 9 values, or 10 with the stack's RTT sample "
+                             "(remote.encode_event)")
+        (kind, t, bytes_in_flight, packets, spurious, ack_delay, app_limited, ecn_ce, rtt) = values[:9]
         self.kind = _int_in(kind, EVENT_KINDS.start, EVENT_KINDS.stop - 1, "kind")
         self.t = _int_in(t, 0, MAX_TIME_US, "t")
         self.bytes_in_flight = _int_in(bytes_in_flight, 0, 2**62, "bytes_in_flight")
@@ -102,6 +103,7 @@ class Event:
         if not isinstance(rtt, list) or len(rtt) != 4:
             raise BadRequest("rtt must be [latest, smoothed, rttvar, min]")
         self.rtt = tuple(_int_in(v, 0, MAX_TIME_US, "rtt") for v in rtt)
+        self.stack_rtt = _int_in(values[9], 1, MAX_TIME_US, "stack_rtt") if len(values) == 10 else None
 
 
 def served_versions(stack: str | None) -> dict:

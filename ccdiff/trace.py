@@ -66,6 +66,10 @@ class Ack(NamedTuple):
     pns: tuple  # newly acknowledged packet numbers, ascending
     ack_delay: int = 0
     ecn_ce: bool = False
+    # The stack's own RTT sample for this ACK (µs, RFC 9002 §5.1 latest_rtt), where it
+    # reported one (`ccdiff import` from a logged latest_rtt); None: the harness's, t - the
+    # largest packet's send time.  Handed to adapters as Resolved.stack_rtt.
+    rtt: int | None = None
 
 
 class Lost(NamedTuple):
@@ -130,7 +134,7 @@ class Trace:
 _HEADER_FIELDS = {"ccdiff_trace", "max_datagram_size", "initial_rtt_us", "max_ack_delay", "name", "comment"}
 _EVENT_FIELDS = {
     "sent": ({"t", "ev", "pn", "bytes"}, {"app_limited", "logged"}),
-    "ack": ({"t", "ev", "pns"}, {"ack_delay", "ecn_ce", "logged"}),
+    "ack": ({"t", "ev", "pns"}, {"ack_delay", "ecn_ce", "rtt", "logged"}),
     "lost": ({"t", "ev", "pns"}, {"logged"}),
     "persistent_congestion": ({"t", "ev"}, {"logged"}),
     "app_idle": ({"t", "ev"}, {"logged"}),
@@ -486,7 +490,8 @@ def _parse_event(obj, fail, version: int = TRACE_VERSION):
                     _bool(obj, "app_limited", fail))
     if name == "ack":
         delay = _int(obj, "ack_delay", 0, MAX_TIME_US, fail) if "ack_delay" in obj else 0
-        return Ack(t, _pns(obj, fail), delay, _bool(obj, "ecn_ce", fail))
+        rtt = _int(obj, "rtt", 1, MAX_TIME_US, fail) if "rtt" in obj else None
+        return Ack(t, _pns(obj, fail), delay, _bool(obj, "ecn_ce", fail), rtt)
     if name == "lost":
         return Lost(t, _pns(obj, fail))
     return PersistentCongestion(t)
@@ -661,6 +666,8 @@ def event_to_dict(ev) -> dict:
             d["ack_delay"] = ev.ack_delay
         if ev.ecn_ce:
             d["ecn_ce"] = True
+        if ev.rtt is not None:
+            d["rtt"] = ev.rtt
         return d
     if kind is Lost:
         return {"t": ev.t, "ev": "lost", "pns": _ranges(ev.pns)}

@@ -84,6 +84,20 @@ def test_a_split_ack_covers_the_same_packets_at_the_same_instant():
     assert first.t == second.t == 500 and first.ack_delay == second.ack_delay == 25
     # The CE mark travels with the largest acknowledged (RFC 9002 §7.1 starts recovery at its send time).
     assert (first.ecn_ce, second.ecn_ce) == (True, False)
+    # So does the stack's own RTT sample (`rtt`): the other frame's largest is another packet.
+    first, second = split_ack(ack._replace(rtt=480))
+    assert (first.rtt, second.rtt) == (480, None)
+
+
+def test_a_shift_or_an_offset_keeps_the_stacks_rtt_sample():
+    """`rtt` is a difference of times: a time shift and a packet-number offset keep it."""
+    text = ('{"ccdiff_trace": 1}\n{"t": 0, "ev": "sent", "pn": 0, "bytes": 1200}\n'
+            '{"t": 0, "ev": "sent", "pn": 1, "bytes": 1200}\n{"t": 9000, "ev": "ack", "pns": [0, 1], "rtt": 9400}\n')
+    trace = parse_trace_text(text)
+    assert shift_time(trace, 86_400_000_000).events[-1].rtt == 9400
+    assert offset_packet_numbers(trace, 2**20).events[-1].rtt == 9400
+    split = split_acks_at(trace, [2])
+    assert [ev.rtt for ev in split.events[2:]] == [9400, None]
 
 
 def test_splitting_every_ack_of_a_trace_keeps_the_packets_each_instant_acknowledges():

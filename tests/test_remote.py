@@ -151,6 +151,24 @@ def test_crashed_or_hung_adapter_is_an_error_finding(mode, message, tmp_path):
     assert [f["invariant"] for f in doc["findings"]] == ["adapter-error"]
 
 
+def test_the_stacks_rtt_sample_travels_as_a_tenth_value():
+    """An ACK with the stack's own RTT sample (a trace's `rtt`) is encoded with it as a 10th
+    value and rebuilt so; every other event stays the 9 values older servers read."""
+    from ccdiff.ledger import Ledger
+    from ccdiff.remote import encode_event
+    from ccdiff.serve import BadRequest, Event
+    from ccdiff.trace import parse_trace_text
+    trace = parse_trace_text('{"ccdiff_trace": 1}\n{"t": 0, "ev": "sent", "pn": 0, "bytes": 1200}\n'
+                             '{"t": 0, "ev": "sent", "pn": 1, "bytes": 1200}\n'
+                             '{"t": 9000, "ev": "ack", "pns": [0], "rtt": 9312}\n{"t": 9100, "ev": "ack", "pns": [1]}\n')
+    ledger = Ledger(trace.header)
+    values = [encode_event(ledger.resolve(ev)) for ev in trace.events]
+    assert [len(v) for v in values] == [9, 9, 10, 9]
+    assert [Event(v).stack_rtt for v in values] == [None, None, 9312, None]
+    with pytest.raises(BadRequest, match="stack_rtt must be an integer in"):
+        Event(values[2][:9] + [0])
+
+
 def test_session_refuses_what_it_does_not_serve():
     from ccdiff.serve import Session
     session = Session("ngtcp2")

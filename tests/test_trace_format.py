@@ -52,6 +52,15 @@ MALFORMED = [
     ("lone surrogate in comment", '{"ccdiff_trace": 1, "comment": "\\ud800"}', 1, '"comment" holds a lone surrogate'),
     ("over a million packets in one ack", HEADER + '\n{"t": 9, "ev": "ack", "pns": [[0, 999999], 1000000]}', 2,
      '"pns" names more than 1000000 packets in one event'),
+    # the stack's own RTT sample: integer µs, at least 1
+    ("rtt as a float", HEADER + "\n" + SENT + '\n{"t": 9, "ev": "ack", "pns": [0], "rtt": 8.5}', 3,
+     '"rtt" must be an integer, got 8.5'),
+    ("zero rtt sample", HEADER + "\n" + SENT + '\n{"t": 9, "ev": "ack", "pns": [0], "rtt": 0}', 3,
+     '"rtt" must be between 1 and'),
+    ("bool rtt", HEADER + "\n" + SENT + '\n{"t": 9, "ev": "ack", "pns": [0], "rtt": true}', 3,
+     '"rtt" must be an integer'),
+    ("rtt on a send", HEADER + '\n{"t": 0, "ev": "sent", "pn": 0, "bytes": 1200, "rtt": 5}', 2,
+     'unknown field "rtt" in "sent" event'),
 ]
 
 
@@ -89,6 +98,25 @@ def test_binary_garbage_and_missing_file_exit_2(tmp_path):
 def test_examples_round_trip_byte_for_byte():
     for path in sorted((ROOT / "examples").glob("*.jsonl")):
         assert dump_trace(load_trace(str(path))) == path.read_text()
+
+
+def test_ack_rtt_round_trips_and_a_trace_without_it_is_unchanged():
+    """`rtt` on an ack (the stack's own sample, µs) is read, kept and written back in place;
+    a trace without it reads and writes as before (Ack.rtt None, no key)."""
+    text = (HEADER + "\n" + SENT + '\n{"t": 0, "ev": "sent", "pn": 1, "bytes": 1200}'
+            '\n{"t": 9000, "ev": "ack", "pns": [0], "ack_delay": 25, "rtt": 9312}'
+            '\n{"t": 9100, "ev": "ack", "pns": [1]}\n')
+    trace = parse_trace_text(text)
+    assert [ev.rtt for ev in trace.events[2:]] == [9312, None]
+    assert dump_trace(trace) == text
+    assert dump_trace(parse_trace_text(dump_trace(trace))) == text
+    # the trace's own checks and the ledger's estimate keep the trace's difference; the
+    # resolved ACK carries the stack's sample beside it
+    from ccdiff.ledger import Ledger
+    ledger = Ledger(trace.header)
+    resolved = [ledger.resolve(ev) for ev in trace.events]
+    assert (resolved[2].rtt[0], resolved[2].stack_rtt, resolved[3].stack_rtt) == (9000, 9312, None)
+    assert '"rtt"' not in text.replace('"rtt": 9312', "")
 
 
 def test_ranges_and_singletons_parse_the_same():

@@ -33,7 +33,7 @@ import re
 
 from ..ledger import Ledger
 from ..reach import K_PACKET_THRESHOLD, PTO_EXPIRES, loss_delay_us
-from ..trace import Ack, Lost, PersistentCongestion, Trace
+from ..trace import Ack, Lost, PersistentCongestion, Sent, Trace
 
 LENIENT_ONLY = "lenient trace only — not reachable as found"
 MAX_FIXES = 64            # timing fixes per reproducer (minimized ones have a handful of events)
@@ -92,7 +92,15 @@ def _cut_silence(events: list, index: int, deadline: int) -> list | None:
     shift = events[index].t - land
     if shift <= 0:
         return None
-    return events[:index] + [ev._replace(t=ev.t - shift) for ev in events[index:]]
+    # An ACK moved earlier whose largest packet was sent before the cut took a shorter
+    # round trip than the stack's own sample (`rtt`) says: that sample is dropped.
+    before = {ev.pn for ev in events[:index] if type(ev) is Sent}
+
+    def moved(ev):
+        if type(ev) is Ack and ev.rtt is not None and ev.pns[-1] in before:
+            return ev._replace(t=ev.t - shift, rtt=None)
+        return ev._replace(t=ev.t - shift)
+    return events[:index] + [moved(ev) for ev in events[index:]]
 
 
 def _delay_loss(trace: Trace, events: list, index: int) -> list | None:

@@ -130,6 +130,8 @@ def _repair(events: list) -> list:
         elif kind in (Ack, Lost):
             pns = tuple(pn for pn in ev.pns if pn in sent)
             if pns:
+                if kind is Ack and ev.rtt is not None and pns[-1] != ev.pns[-1]:
+                    ev = ev._replace(rtt=None)   # the stack's sample was of the dropped largest packet
                 out.append(ev._replace(pns=pns))
         elif out and type(out[-1]) is Lost and out[-1].t == ev.t:
             out.append(ev)

@@ -325,7 +325,13 @@ class Controller:
         if largest_newly_acked is None:             # recovery.py:294-296
             return
         if largest_acked == largest_newly_acked:    # recovery.py:298-330 (all traced packets ack-eliciting)
-            latest_rtt = now - largest_sent_time
+            # recovery.py:299: now - sent_time on aioquic's own clock.  A trace imported from
+            # its qlog carries that sample as the ACK's `rtt` (ev.stack_rtt, µs): the log's
+            # send times lag the stack's by up to ~0.4 ms, enough to put the RTT monitor's
+            # 1 ms sampling rule (base.py:92) on the other side and leave slow start an ACK
+            # late (docs/qlog-import.md, "The ACK's time").  Else the trace's own difference.
+            stack_rtt = getattr(ev, "stack_rtt", None)
+            latest_rtt = now - largest_sent_time if stack_rtt is None else stack_rtt / 1e6
             ack_delay = min(ev.ack_delay / 1e6, MAX_ACK_DELAY)
             self.rtt_latest = max(latest_rtt, 0.001)
             if self.rtt_latest < self.rtt_min:

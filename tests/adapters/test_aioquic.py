@@ -203,6 +203,22 @@ def test_increasing_rtt_exiting_slow_start():
     assert next_ack.k_us == 0
 
 
+def test_the_stacks_own_rtt_sample_drives_the_slow_start_exit():
+    """An ACK's `rtt` (the stack's own sample, from its qlog) is the sample the adapter hands
+    on_rtt_measurement and its recovery's estimate (recovery.py:299, 326), not the trace's
+    difference: test_increasing_rtt's samples given as `rtt` on ACKs whose times say 100 ms
+    throughout end slow start at the same ACK; the same times without `rtt` do not."""
+    events = rtt_events(100 * MS, 100 * MS)
+    flat, _ = run(events)
+    assert flat["high9"].ssthresh is None
+    for _, ev, mark in events:
+        if mark and mark.startswith("high"):
+            ev["rtt"] = 200 * MS
+    s, _ = run(events)
+    assert s["high8"].ssthresh is None
+    assert s["high9"].ssthresh == s["high9"].cwnd == 14400 + 19 * 1280
+
+
 def test_congestion_avoidance_follows_w_cubic():
     """test_congestion_avoidance / test_concave_region: in congestion avoidance each
     acknowledged packet moves the window by (target - cwnd) x mds / cwnd with target =
