@@ -36,7 +36,7 @@ SERVER_SECONDS = 2    # a server that started serves until then
 # Path options, by (subcommand, dest).  Every option that takes a value and is not a
 # number or a choice must be listed in one of the three tables: a new path option then
 # fails test_every_value_option_is_classified until someone says what it is.
-INPUTS = {("check-harness", "traces"), ("replay", "trace"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
+INPUTS = {("check-harness", "traces"), ("replay", "traces"), ("matrix", "traces"), ("report", "input"), ("validate", "traces"),
           ("build", "source"), ("decode", "input"), ("serve-reports", "folder"), ("conform", "baseline"),
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace"),
           ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus"), ("merge", "shards"),
