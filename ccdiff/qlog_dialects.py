@@ -110,3 +110,205 @@ def lost_packet_count(metrics: dict):
     value = metrics.get("cf_lost_packets")
     total = value.get("total") if isinstance(value, dict) else None
     return total if isinstance(total, int) and not isinstance(total, bool) else None
+
+
+# ---------------------------------------------------------------- quinn 0.11: ACKs from its counters
+
+def looks_like_quinn_send(name: str, data: dict) -> bool:
+    """quinn-proto 0.11's packet_sent (connection/qlog.rs emit_packet_sent): a header with
+    the size in `length`, and neither frames nor raw."""
+    header = data.get("header")
+    return (name.endswith("packet_sent") and isinstance(header, dict) and "length" in header
+            and "frames" not in data and "raw" not in data)
+
+
+class QuinnAcks:
+    """quinn-proto 0.11.19's own qlog (connection/qlog.rs) logs packet_sent (number, type,
+    header.length), packet_received (number and type only: no frames, so no ACK ranges),
+    packet_lost (number, type, size) and recovery:metrics_updated with only the fields that
+    changed (paths.rs qlog_recovery_metrics), among them bytes_in_flight and
+    packets_in_flight (the ack-eliciting packets in flight, `in_flight.ack_eliciting`).
+    It writes a metrics record at the end of each transmit (mod.rs:939), of each received
+    datagram (mod.rs:1154, 2049) and of each loss-detection timeout (mod.rs:1212), and only
+    if something changed.  So:
+
+    - a packet is in flight when the metrics after its transmit grew by its size and one
+      packet (a datagram's packets: the one subset whose sizes and count make the growth);
+      one with no growth (no metrics record before the next receipt) is not in flight: an
+      ACK-only packet, marked so for the importer;
+    - at a receipt's or timeout's metrics, the packets that left flight and are not among
+      the packet_lost records before it were acknowledged (or, for Initial / Handshake,
+      discarded with their keys).  Which ones: of the application space, the oldest
+      packets in flight that this log never declares lost (read ahead: quinn removes a
+      packet from flight once, acked or lost) - what an in-order path acknowledges -
+      as many as the counters say; the rest from the Initial / Handshake packets in flight
+      (acknowledged or discarded with their keys, RFC 9002 §6.4: quinn logs neither
+      apart; both are written as acknowledged in their own space).
+      Both counters must agree (bytes and packets) and the split be unique, else the
+      import fails naming the record.  The ACK is written as a packet_received with an
+      ack frame (ack_delay 0: quinn logs none) just before that metrics record, at its
+      time, the `now` quinn was called with.
+
+    A path that reorders packets breaks the "oldest first" rule without the counters
+    always seeing it: the docs say so (docs/qlog-import.md)."""
+
+    NAME = "quinn 0.11 qlog"
+
+    def __init__(self, rescan, fail):
+        self.rescan, self.fail = rescan, fail
+        self.active = None                 # decided at the first packet_sent
+        self.flight: dict = {}             # space -> {pn: size} in flight, in send order
+        self.future_lost: dict = {}        # space -> pns this log declares lost (read ahead)
+        self.sends: list = []              # (where, ev, space, pn, size) not yet decided
+        self.lost: list = []               # (space, pn) logged since the last metrics
+        self.since_metrics = False         # a received / lost record since the last metrics
+        self.bytes, self.count = 0, 0      # the counters as logged so far
+        self.inferred_acks = 0
+        self.ack_only = 0
+
+    @staticmethod
+    def space(data: dict) -> str:
+        header = data.get("header") if isinstance(data.get("header"), dict) else {}
+        ptype = str(header.get("packet_type", "1RTT"))
+        return "application" if ptype.lower() in ("1rtt", "0rtt") else ptype.lower()
+
+    @staticmethod
+    def pn(data: dict):
+        header = data.get("header") if isinstance(data.get("header"), dict) else {}
+        return header.get("packet_number")
+
+    def read_ahead(self) -> None:
+        for _, ev in self.rescan():
+            if isinstance(ev, dict) and str(ev.get("name", "")).endswith("packet_lost"):
+                data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+                self.future_lost.setdefault(self.space(data), set()).add(self.pn(data))
+
+    def wrap(self, records):
+        for where, ev in records:
+            if not isinstance(ev, dict) or not isinstance(ev.get("data"), dict):
+                yield from self.flush_sends(None)
+                yield where, ev
+                continue
+            name, data = str(ev.get("name", "")), ev["data"]
+            if self.active is None and name.endswith("packet_sent"):
+                self.active = looks_like_quinn_send(name, data)
+                if self.active:
+                    self.read_ahead()
+            if not self.active:
+                yield where, ev
+                continue
+            if name.endswith("packet_sent"):
+                if self.since_metrics:
+                    yield from self.flush_sends(None)
+                size = (data.get("header") or {}).get("length")
+                self.sends.append((where, ev, self.space(data), self.pn(data), size if isinstance(size, int) else 0))
+            elif name.endswith("metrics_updated"):
+                nb = data.get("bytes_in_flight", self.bytes)
+                nc = data.get("packets_in_flight", self.count)
+                if self.sends and not self.since_metrics:      # the end of a transmit
+                    yield from self.flush_sends((nb - self.bytes, nc - self.count, where))
+                else:                   # of a received datagram or a timeout: what left flight
+                    yield from self.flush_sends(None)
+                    for ack in self.acknowledged(where, ev, nb, nc):
+                        yield where, ack
+                self.bytes, self.count = nb, nc
+                self.lost, self.since_metrics = [], False
+                yield where, ev
+            else:
+                yield from self.flush_sends(None)
+                if name.endswith("packet_lost"):
+                    space, pn = self.space(data), self.pn(data)
+                    self.lost.append((space, pn))
+                    self.since_metrics = True
+                elif name.endswith("packet_received"):
+                    self.since_metrics = True
+                yield where, ev
+        yield from self.flush_sends(None)
+
+    def flush_sends(self, growth):
+        """The buffered sends, each marked in flight or not: growth = (bytes, packets, where)
+        of the metrics after their transmit, None when none came (nothing grew)."""
+        sends, self.sends = self.sends, []
+        if not sends:
+            return
+        db, dc, where = growth if growth else (0, 0, None)
+        chosen = _subset([s[4] for s in sends], dc, db)
+        if chosen is None:
+            self.fail(where or sends[-1][0], f"{self.NAME}: bytes_in_flight grew {db} and packets_in_flight {dc} "
+                      f"after {len(sends)} packet_sent record(s) of sizes {[s[4] for s in sends]}: no set of "
+                      "them makes that growth, so which packets are in flight cannot be told")
+        for i, (w, ev, space, pn, size) in enumerate(sends):
+            in_flight = i in chosen
+            if in_flight:
+                self.flight.setdefault(space, {})[pn] = size
+            else:
+                self.ack_only += 1
+            ev = dict(ev, data=dict(ev["data"], ccdiff_in_flight=in_flight))
+            yield w, ev
+
+    def acknowledged(self, where, ev, nb: int, nc: int):
+        lost_b = lost_c = 0
+        for space, pn in self.lost:
+            size = self.flight.get(space, {}).pop(pn, None)
+            if size is not None:
+                lost_b, lost_c = lost_b + size, lost_c + 1
+        db, dc = self.bytes - nb - lost_b, self.count - nc - lost_c
+        if db == 0 and dc == 0:
+            return []
+        app = self.flight.get("application", {})
+        never_lost = self.future_lost.get("application", set())
+        candidates = [pn for pn in app if pn not in never_lost]
+        others = [(space, pn, size) for space, pns in self.flight.items() if space != "application"
+                  for pn, size in pns.items()]
+        solutions = []
+        prefix = 0
+        for k in range(0, min(dc, len(candidates)) + 1):
+            if k:
+                prefix += app[candidates[k - 1]]
+            rest = _subset([o[2] for o in others], dc - k, db - prefix)
+            if rest is not None:
+                solutions.append((k, rest))
+        if len(solutions) != 1:
+            why = "no set of the packets in flight" if not solutions else f"{len(solutions)} different sets"
+            self.fail(where, f"{self.NAME}: after the packet_received / packet_lost record(s) before it, "
+                      f"bytes_in_flight fell {db} and packets_in_flight {dc} beyond the logged losses; "
+                      f"{why} (the oldest application packets not declared lost, then Initial / Handshake "
+                      "ones) make that fall, so the acknowledged packets cannot be told")
+        k, rest = solutions[0]
+        by_space = {}
+        for i in sorted(rest):
+            space, pn, _ = others[i]
+            self.flight[space].pop(pn)
+            by_space.setdefault(space, []).append(pn)
+        acked = candidates[:k]
+        for pn in acked:
+            app.pop(pn)
+        if acked:
+            by_space["application"] = acked
+        records = []
+        for space, pns in by_space.items():
+            self.inferred_acks += space == "application"
+            ranges, lo = [], pns[0]
+            for a, b in zip(pns, pns[1:] + [None]):
+                if b != a + 1:
+                    ranges.append([lo, a])
+                    lo = b
+            ptype = "1RTT" if space == "application" else space
+            records.append({"time": ev.get("time"), "name": "transport:packet_received",
+                            "data": {"header": {"packet_type": ptype}, "ccdiff_inferred": True,
+                                     "frames": [{"frame_type": "ack", "ack_delay": 0, "acked_ranges": ranges}]}})
+        return records
+
+
+def _subset(sizes: list, count: int, total: int):
+    """The indices of the one subset of sizes with that count and total (preferring later
+    packets), or None.  Small: a datagram's packets, or the Initial / Handshake in flight."""
+    from itertools import combinations
+    if count < 0 or total < 0 or count > len(sizes):
+        return None
+    if len(sizes) > 16:
+        return None
+    for combo in sorted(combinations(range(len(sizes)), count), key=lambda c: [-i for i in reversed(c)]):
+        if sum(sizes[i] for i in combo) == total:
+            return set(combo)
+    return None

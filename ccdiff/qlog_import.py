@@ -513,7 +513,8 @@ class Importer:
 
     # -- records
     def feed(self, where: Where, ev, fmt: dict) -> None:
-        self.summary.records += 1
+        inferred = isinstance(ev, dict) and isinstance(ev.get("data"), dict) and ev["data"].get("ccdiff_inferred")
+        self.summary.records += not inferred    # an ACK rebuilt from quinn's counters is no record
         if ev == []:
             # pcap2qlog's draft-01 output ends its events with an empty array (qvis sample
             # new_cid.qlog): no event, said once
@@ -688,6 +689,8 @@ class Importer:
         ptype = self.space(where, name, data)
         if self.skip_space(ptype):
             return
+        if data.get("ccdiff_in_flight") is False:
+            return                              # quinn: its counters did not grow (qlog_dialects.QuinnAcks)
         frames = data.get("frames")
         app_limited = False
         if isinstance(frames, list):
@@ -704,7 +707,7 @@ class Importer:
             # of a cwnd-limited sender (sender.c:2601-2610), not app-limited
             window_open = self.state.get("bytes_in_flight", 0) < self.state.get("cwnd", 1 << 62)
             app_limited = self.picoquic and not (types & APP_DATA_FRAMES) and window_open
-        else:
+        elif "ccdiff_in_flight" not in data:
             self.summary.note("packet_sent without frames: every such packet is taken as in flight")
         pn = self.pn_of(where, name, data)
         raw = data.get("raw") if isinstance(data.get("raw"), dict) else {}
@@ -1148,7 +1151,10 @@ class Importer:
             # sends alone would "replay" to a meaningless fidelity number, so refuse it.
             s = self.summary
             why = (f"; its {s.received_without_frames} packet_received record(s) log no frames (quinn 0.11 "
-                   "logs none), so no acknowledgment can be read" if s.received_without_frames else
+                   "logs none), so no acknowledgment can be read"
+                   + (", and its bytes_in_flight / packets_in_flight never fell after one, so none can be "
+                      "rebuilt from them" if self.stack_clock and not self.picoquic else "")
+                   if s.received_without_frames else
                    f"; none of its {s.received} packet_received record(s) with frames carries an ack frame "
                    "(the log is the receiver's side? a trace needs the sender's)" if s.received else
                    "; it has no packet_received record")
@@ -1205,7 +1211,22 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
                                f"{'; vantage ' + seen if seen else ''}; "
                                + ("all packet number spaces, renumbered in send order" if all_spaces else
                                   "application data space only"))
-    for where, ev in reader:
+    def rescan():
+        again = read_records(path)
+        next(again)
+        yield from again
+
+    def quinn_fail(where, reason):
+        raise QlogError(path, where.line, f"{where.text()}: {reason}")
+
+    quinn = dialects.QuinnAcks(rescan, quinn_fail)
+    for where, ev in quinn.wrap(reader):
+        if quinn.active and not importer.stack_clock:
+            importer.stack_clock = True
+            importer.summary.note("quinn 0.11 qlog: no frames; ACKs rebuilt from its bytes_in_flight / "
+                                  "packets_in_flight (the oldest packets in flight not declared lost, as an "
+                                  "in-order path acknowledges them; qlog_dialects.QuinnAcks), ack_delay 0; "
+                                  "each record's time is the now quinn was called with")
         importer.feed(where, ev, fmt)
         if out:
             yield from out
@@ -1213,6 +1234,9 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
     if version is None and not summary.records:
         raise QlogError(path, None, "not a qlog: a JSON document with no qlog_version (or file_schema) "
                                     "and no events in traces[0].events")
+    if quinn.active:
+        summary.note(f"quinn 0.11 qlog: {quinn.inferred_acks} ACKs rebuilt, {quinn.ack_only} packets not in "
+                     "flight (no growth of its counters) left out")
     if fmt.get("other_trace_events"):
         summary.other_traces = fmt["other_trace_events"]
         summary.note(f"the file holds more than one trace: only the first was imported "

@@ -147,11 +147,15 @@ def test_quinn_packet_size_in_header_length_and_no_frames_exits_2_saying_so(tmp_
     def sent(t, pn):
         return (t, "quic:packet_sent", {"header": {"packet_type": "1RTT", "packet_number": pn, "length": 1200}})
     received = (15, "quic:packet_received", {"header": {"packet_type": "1RTT", "packet_number": 0}})
-    path = _qlog(tmp_path, [sent(0, 0), sent(1, 1), received,
-                            (15, "quic:recovery_metrics_updated", {"congestion_window": 14400, "bytes_in_flight": 0})])
+    def metrics(t, n):
+        return (t, "quic:recovery_metrics_updated", {"bytes_in_flight": 1200 * n, "packets_in_flight": n})
+    # its counters grow with each send and never fall: no ACK can be rebuilt from them
+    path = _qlog(tmp_path, [sent(0, 0), metrics(0, 1), sent(1, 1), metrics(1, 2), received,
+                            (15, "quic:recovery_metrics_updated", {"congestion_window": 14400})])
     assert main(["import", str(path)]) == 2
     err = _err(capsys)
     assert "no ACK of a packet sent" in err and "log no frames (quinn 0.11 logs none)" in err
+    assert "never fell after one, so none can be rebuilt" in err
 
 
 def test_quiche_dialect_initiator_unset_ssthresh_window_size_and_uncounted_losses(tmp_path, capsys):
@@ -232,3 +236,20 @@ def test_a_truncated_one_line_qlog_names_the_event(tmp_path, capsys):
     assert main(["import", str(bad)]) == 2
     assert _err(capsys) == (f"error: {bad}:1: truncated: the file ends inside a value "
                             "(after event 273, the last one read whole)\n")
+
+
+def test_a_real_quinn_qlog_imports_with_acks_rebuilt_from_its_counters(tmp_path, capsys):
+    """tests/fixtures/qlog/quinn-cubic-tail-loss.qlog: quinn-proto 0.11.19's own qlog
+    (feature qlog, written by its connection shim; provenance beside it).  quinn logs no
+    frames; the ACKs come from its bytes_in_flight / packets_in_flight falls
+    (qlog_dialects.QuinnAcks), and the trace's bytes in flight then equal quinn's own."""
+    from pathlib import Path
+    path = Path(__file__).parent / "fixtures" / "qlog" / "quinn-cubic-tail-loss.qlog"
+    out = tmp_path / "q.jsonl"
+    assert main(["import", str(path), "-o", str(out)]) == 0
+    err = _err(capsys)
+    assert "223 events (165 sent, 57 acks, 36 packets lost" in err and "strict" in err
+    assert "quinn 0.11 qlog: 57 ACKs rebuilt" in err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    acks = [r for r in rows[1:] if r["ev"] == "ack"]
+    assert len(acks) == 57 and all(r.get("ack_delay", 0) == 0 for r in acks)

@@ -19,7 +19,9 @@
 //! plus CCD_CONN_CLOCK_BASE_US.  Checked for quinn-proto 0.11.19 by grep over src/:
 //! every `Instant::now()` is in a #[cfg(test)] module (connection/pacing.rs,
 //! paths.rs, spaces.rs, mtud.rs, mod.rs:4139, congestion/cubic.rs) except
-//! `QlogConfig::default()` (config/transport.rs:636, feature `qlog`, not built).
+//! `QlogConfig::default()` (config/transport.rs:636, feature `qlog`): called only
+//! for qlog=PATH, whose start_time this shim then sets to the virtual clock, so the
+//! value read is never used.
 //! `SystemTime::now()` is read only through `ServerConfig::time_source` (validation
 //! tokens; bloom_token_log.rs:290/345 are tests): this shim sets it to the virtual
 //! clock (UNIX_EPOCH + CCD_CONN_CLOCK_BASE_US + now), and rustls's `TimeProvider`
@@ -54,10 +56,25 @@
 //! Debug, compared before/after the call, never recomputed); the period lasts until
 //! a packet sent after that instant is acknowledged.  A move by Cubic's entry into
 //! congestion avoidance (cubic.rs:118-128) starts an epoch, not a recovery.
+//!
+//! qlog=PATH: quinn-proto's own qlog writer (feature `qlog`, connection/qlog.rs,
+//! the qlog crate 0.15: JSON-SEQ, `QlogStreamer` at EventImportance::Core), set on
+//! the endpoint's TransportConfig through `qlog_stream` (`QlogConfig::into_stream`),
+//! the way a quinn program turns it on.  Its times are milliseconds since
+//! `QlogConfig::start_time`, set to the virtual instant the endpoint is created at;
+//! every record's time is the `now` quinn was called with.  What quinn 0.11.19 logs:
+//! packet_sent (packet number, type, header.length: the packet's size),
+//! packet_received (number and type only: no frames, so no ACK ranges),
+//! packet_lost (number, type, size, trigger) and recovery:metrics_updated (only the
+//! fields that changed: congestion_window, bytes_in_flight, ssthresh, RTTs,
+//! pto_count, packets_in_flight).  The file is written through a buffer, flushed at
+//! every call's end; a write error fails the call (and the next ones).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_void, CStr, CString};
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,7 +104,7 @@ const ALPN: &[u8] = b"ccdiff";
 const SERVER_NAME: &str = "ccdiff.test";
 const CLIENT_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 50000);
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)), 4433);
-const OPTIONS: &str = "mds, cert, key, cc=cubic|reno";
+const OPTIONS: &str = "mds, cert, key, cc=cubic|reno, qlog=PATH";
 /// QUIC's smallest allowed maximum datagram size (RFC 9000 §14).
 const MIN_MDS: u64 = 1200;
 
@@ -376,10 +393,11 @@ struct Options {
     cert: Option<String>,
     key: Option<String>,
     reno: bool,
+    qlog: Option<String>,
 }
 
 fn parse_options(text: &str) -> Result<Options, String> {
-    let mut o = Options { mds: 1200, cert: None, key: None, reno: false };
+    let mut o = Options { mds: 1200, cert: None, key: None, reno: false, qlog: None };
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').ok_or_else(|| format!("option {item:?} is not key=value"))?;
         match k.trim() {
@@ -399,20 +417,77 @@ fn parse_options(text: &str) -> Result<Options, String> {
                     other => return Err(format!("cc={other}: quinn has cubic and reno")),
                 }
             },
-            // quinn-proto's own qlog (feature `qlog`, connection/qlog.rs) logs packet_sent
-            // and packet_received without their frames (no ACK ranges, nothing that says
-            // a packet is in flight): ccdiff's import could not rebuild the controller's
-            // events from it, so the feature is not built.
-            "qlog" => return Err("qlog: quinn-proto 0.11's qlog has no frames (no ACKs), which ccdiff's \
-                                  import needs; this shim does not write one".into()),
+            "qlog" => {
+                let path = v.trim();
+                if path.is_empty() {
+                    return Err("qlog=: no path".into());
+                }
+                o.qlog = Some(path.to_string());
+            },
             other => return Err(format!("unknown option {other:?} (quinn takes {OPTIONS})")),
         }
     }
     Ok(o)
 }
 
-fn transport(o: &Options, factory: Arc<Factory>) -> TransportConfig {
+/// The qlog file: quinn's QlogStreamer writes through this; the shim keeps a second
+/// handle to flush it at each call's end and to see a write error.
+#[derive(Clone)]
+struct QlogFile(Arc<Mutex<QlogFileState>>);
+
+struct QlogFileState {
+    out: BufWriter<File>,
+    error: Option<String>,
+}
+
+impl QlogFile {
+    fn create(path: &str) -> Result<QlogFile, String> {
+        let f = File::create(path).map_err(|e| format!("qlog={path}: {e}"))?;
+        Ok(QlogFile(Arc::new(Mutex::new(QlogFileState { out: BufWriter::new(f), error: None }))))
+    }
+    /// Flush; the first write or flush error, if any.
+    fn check(&self) -> Result<(), String> {
+        let mut st = self.0.lock().unwrap();
+        if st.error.is_none() {
+            if let Err(e) = st.out.flush() {
+                st.error = Some(e.to_string());
+            }
+        }
+        match &st.error {
+            Some(e) => Err(format!("qlog: writing the file failed: {e}")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Write for QlogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut st = self.0.lock().unwrap();
+        let r = st.out.write(buf);
+        if let Err(e) = &r {
+            st.error.get_or_insert_with(|| e.to_string());
+        }
+        r
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        // quinn's streamer flushes after every event: the shim flushes once per call.
+        Ok(())
+    }
+}
+
+fn transport(o: &Options, factory: Arc<Factory>, qlog: Option<(&QlogFile, Instant, bool)>)
+             -> Result<TransportConfig, String> {
     let mut t = TransportConfig::default();
+    if let Some((file, start, server)) = qlog {
+        let mut q = quinn_proto::QlogConfig::default();
+        q.writer(Box::new(file.clone()))
+            .title(Some("ccdiff connection mode".into()))
+            .description(Some(format!("quinn-proto, the {}", if server { "server" } else { "client" })))
+            .start_time(start);
+        let stream = q.into_stream();
+        file.check()?;
+        t.qlog_stream(Some(stream.ok_or("qlog: quinn's QlogConfig::into_stream gave no stream")?));
+    }
     t.initial_mtu(o.mds)
         .min_mtu(o.mds)
         .mtu_discovery_config(None)
@@ -423,7 +498,7 @@ fn transport(o: &Options, factory: Arc<Factory>) -> TransportConfig {
         .keep_alive_interval(None)
         .enable_segmentation_offload(false)
         .congestion_controller_factory(factory);
-    t
+    Ok(t)
 }
 
 fn rng_seed(seed: u64, server: bool) -> [u8; 32] {
@@ -457,6 +532,7 @@ struct Shim {
     established: bool,
     lost: Option<String>,
     recovery: Arc<Mutex<Recovery>>,
+    qlog: Option<QlogFile>,
     last_error: CString,
 }
 
@@ -467,7 +543,8 @@ impl Shim {
         clock.set(now_us);
         let recovery = Arc::new(Mutex::new(Recovery::default()));
         let factory = Arc::new(Factory { reno: o.reno, recovery: recovery.clone() });
-        let transport = Arc::new(transport(&o, factory));
+        let qlog = o.qlog.as_deref().map(QlogFile::create).transpose()?;
+        let transport = Arc::new(transport(&o, factory, qlog.as_ref().map(|f| (f, at(now_us), server)))?);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let time: Arc<dyn rustls::time_provider::TimeProvider> = clock.clone();
 
@@ -489,6 +566,7 @@ impl Shim {
             established: false,
             lost: None,
             recovery,
+            qlog,
             last_error: CString::default(),
         };
         if server {
@@ -531,6 +609,9 @@ impl Shim {
                 .map_err(|e| format!("connect: {e}"))?;
             shim.conn = Some(conn);
             shim.pump();
+        }
+        if let Some(q) = &shim.qlog {
+            q.check()?;
         }
         Ok(shim)
     }
@@ -784,6 +865,11 @@ fn call<T>(conn: *mut c_void, fail: T, f: impl FnOnce(&mut Shim) -> Result<T, St
     install_panic_hook();
     let Some(s) = shim(conn) else { return fail };
     let r = catch_unwind(AssertUnwindSafe(|| f(&mut *s))).unwrap_or_else(|_| Err(panic_message()));
+    // The qlog written during the call, flushed; a write error fails the call.
+    let r = match (r, s.qlog.as_ref().map(QlogFile::check)) {
+        (Ok(_), Some(Err(e))) => Err(e),
+        (r, _) => r,
+    };
     match r {
         Ok(v) => v,
         Err(e) => {
