@@ -12,7 +12,10 @@ them (a `ccdiff` process each, in a scratch folder) and judged on these counts:
 and, where an attempt asks: words its output must (`says`) or must not (`never_says`) hold, the
 mode of every file it wrote under a umask, XML files that must be well-formed, and processes of
 its group still alive after it died (a signal sent to it mid-run, `signal`); a second ccdiff
-may run beside it (`background`).
+may run beside it (`background`).  A server attempt (`client`) starts `ccdiff serve` or
+`serve-reports` on port 0 in the scratch folder, runs a Python client against it (a stranger's
+large line or idle connections, then a client that has the token) and is judged on what the
+client saw and on the peak RSS of the server's process tree (VmHWM, sampled in /proc).
 
 An exit 2 from the option parser ("unrecognized arguments") does not count as the class's
 refusal (the attempt never ran) unless the attempt says so; an attempt marked `only_error`
@@ -35,9 +38,11 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +81,10 @@ class Attempt:
     send_signal: tuple = ()          # (signum, "group" | "parent", workers): sent once it has that many
     no_orphans: bool = False         # nothing of its process group may outlive it
     absent: tuple = ()               # globs (relative) that must match nothing afterwards: left behind
+    client: object = None            # a server attempt: argv starts a server on port 0 that must still be
+                                     # serving at the end (exit -9: killed by the bench); client(port) -> problems
+    rss_bound_mib: int = 0           # peak RSS of any of its processes (a server's children too) above: a failure
+    limit_files: int = 0             # RLIMIT_NOFILE (a server under the usual 1024 open files)
 
 
 def _scenario(name: str, **changes) -> str:
@@ -112,6 +121,87 @@ def _shard_without_status(folder: Path) -> None:
     marker.write_text(json.dumps(record))
 
 
+TOKEN = "s3cret-of-the-owner"
+SERVE = {"CCDIFF_BUILD_DIR": os.environ.get("CCDIFF_BUILD_DIR", str(ROOT / "build")), "CCDIFF_SERVE_TOKEN": TOKEN}
+SERVE_ARGV = ["serve", "--port", "0", "--stack", "aioquic"]   # the token from the environment: both codes read it
+
+
+def _line(sock: socket.socket) -> bytes:
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    return reply
+
+
+def _owner_gets_in(port: int, seconds: float, request: bytes, ok) -> list:
+    """The client that has the token (or, for serve-reports, anyone), retrying for `seconds`:
+    no problem if one answer passes ok(answer), else the last answer it got."""
+    deadline, last = time.monotonic() + seconds, b""
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+                sock.sendall(request)
+                last = _line(sock) or b"(closed without an answer)"
+                if ok(last):
+                    return []
+        except OSError as exc:
+            last = f"({type(exc).__name__}: {exc})".encode()
+        if time.monotonic() > deadline:
+            return [f"locked out for {seconds:.0f} s: {last[:80].decode(errors='replace').strip()}"]
+        time.sleep(0.5)
+
+
+HELLO = ('{"op": "hello", "token": "%s"}\n' % TOKEN).encode()
+
+
+def _is_ok(reply: bytes) -> bool:
+    return reply.startswith(b'{"ok":true') or reply.startswith(b'{"ok": true')
+
+
+def _stranger_sends_a_large_line(port: int) -> list:
+    """A stranger (no token) sends one 47 MiB request line (under 3c176b9's 48 MiB request
+    limit), a list of numbers, and waits for the answer; then the owner must still be served."""
+    line = b'{"op": "hello", "pad": [' + b"0," * (47 << 19) + b'0]}\n'   # 24 M numbers: a list of 190 MB
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        with contextlib.suppress(OSError):       # cut off mid-line: that is the fix
+            sock.sendall(line)
+        with contextlib.suppress(OSError):
+            reply = _line(sock)
+            if reply and b"needs a token" not in reply:
+                return [f"the stranger was answered {reply[:80]!r}"]
+        time.sleep(0.5)                          # its child's peak is sampled while it lives
+    return _owner_gets_in(port, 10, HELLO, _is_ok)
+
+
+def _idle_strangers(port: int, count: int, source: str, request: bytes, ok, seconds: float) -> list:
+    """A stranger opens `count` connections from `source` and sends nothing; the owner then
+    tries for `seconds`.  A connection the server no longer accepts ends the stranger's run."""
+    strangers = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.settimeout(2)
+            try:
+                sock.bind((source, 0))
+                sock.connect(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                break
+            strangers.append(sock)
+            time.sleep(0.002)                    # an accept queue of 5 (serve-reports) overflows, costing 1 s a SYN
+        time.sleep(1)                            # the server has taken them
+        return _owner_gets_in(port, seconds, request, ok)
+    finally:
+        for sock in strangers:
+            sock.close()
+
+
+# a stack with findings that 3c176b9 runs too: it calls /work/main/build's aioquic@1.7.2 stale since
+# that build was redone for a later adapter (then exit 2 before the attempt's class is reached)
+LAST_SEND = "oracle:idle=last-send"
 FAULTY = {"CCDIFF_HOME": "{d}/home", "CCDIFF_BUILD_DIR": "{d}/home/build"}
 HEADER = TRACE.read_text().splitlines()[0]
 CUT_SQLOG = ('\x1e{"qlog_version": "0.3"}\n\x1e{"time": 0, "name": "transport:packet_sent", "data": {\n'
@@ -173,7 +263,7 @@ ATTEMPTS = [
             ["conform", "--stack", "oracle", "--scenario", "death-spiral", "--scenario", "{d}/death-spiral.toml",
              "--seeds", "1", "--out", "{d}/out"], files={"death-spiral.toml": _scenario("death-spiral")}),
     Attempt("closed stdout", "replay --json --report | head -c0",
-            ["replay", str(TRACE), "--stack", "aioquic@1.7.2", "--json", "{d}/f.json", "--report", "{d}/R"],
+            ["replay", str(TRACE), "--stack", LAST_SEND, "--json", "{d}/f.json", "--report", "{d}/R"],
             exits=(1,), close_stdout=True, made=("f.json", "R/summary.json")),
     Attempt("conform into a user's folder", "--out holding the user's summary.json",
             ["conform", "--stack", "oracle", "--scenario", "{d}/s.toml", "--seeds", "1", "--out", "{d}/mine"],
@@ -194,7 +284,7 @@ ATTEMPTS = [
             files={"s.toml": _scenario("s"), "b.json": '{"schema": "ccdiff-conform/1", "cases": [], "cells": '
                    '[{"stack": "oracle", "scenario": "s", "pass_rate": "x"}]}'}),
     Attempt("full disk", "replay --report with 20 kB of disk",
-            ["replay", str(TRACE), "--stack", "aioquic@1.7.2", "--report", "{d}/R"], limit_file_bytes=20_000),
+            ["replay", str(TRACE), "--stack", LAST_SEND, "--report", "{d}/R"], limit_file_bytes=20_000),
     Attempt("full disk", "conform with 20 kB of disk",
             ["conform", "--stack", "oracle:idle=last-send", "--scenario", "{d}/s.toml", "--seeds", "1",
              "--out", "{d}/out"], files={"s.toml": _scenario("s")}, limit_file_bytes=20_000),
@@ -223,9 +313,9 @@ ATTEMPTS = [
     Attempt("options that do nothing", "--timeout without --isolate",
             ["replay", str(TRACE), "--timeout", "5"]),
     Attempt("output targets checked late", "--json naming a folder",
-            ["replay", str(TRACE), "--stack", "aioquic@1.7.2", "--json", "{d}"], only_error=True),
+            ["replay", str(TRACE), "--stack", LAST_SEND, "--json", "{d}"], only_error=True),
     Attempt("output targets checked late", "--json in a missing folder",
-            ["matrix", str(TRACE), "--stack", "aioquic@1.7.2", "--json", "{d}/no/such/f.json"], only_error=True),
+            ["matrix", str(TRACE), "--stack", LAST_SEND, "--json", "{d}/no/such/f.json"], only_error=True),
     Attempt("a piped trace", "cat t | ccdiff replay /dev/stdin", ["replay", "/dev/stdin", "--stack", "oracle"],
             exits=(0,), stdin=str(TRACE)),
     # the classes the first catalogue left to tests/ (notes: bench/results/hostile-vs-3c176b9-2026-11-29.md)
@@ -257,12 +347,12 @@ ATTEMPTS = [
             before=[SHARD + ["--shard", "1/2", "--out", "{d}/s1"], SHARD + ["--shard", "2/2", "--out", "{d}/s2"],
                     _shard_without_status], says=("{d}/s2/shard.json",), never_says=("{d}/s1/",)),
     Attempt("file modes", "replay --json --report under umask 027",
-            ["replay", str(TRACE), "--stack", "aioquic@1.7.2", "--json", "{d}/f.json", "--report", "{d}/R"],
+            ["replay", str(TRACE), "--stack", LAST_SEND, "--json", "{d}/f.json", "--report", "{d}/R"],
             exits=(1,), umask=0o027, made=("f.json", "R/summary.json")),
     Attempt("file modes", "import -o under umask 027", ["import", str(QLOG), "-o", "{d}/t.jsonl"], exits=(0,),
             umask=0o027, made=("t.jsonl",)),
     Attempt("control characters", "junit.xml of a trace named with ESC and BEL",
-            ["matrix", "{d}/x\x1b]0;owned\x07.jsonl", "--stack", "aioquic@1.7.2", "--report", "{d}/R"], exits=(1,),
+            ["matrix", "{d}/x\x1b]0;owned\x07.jsonl", "--stack", LAST_SEND, "--report", "{d}/R"], exits=(1,),
             files={"x\x1b]0;owned\x07.jsonl": TRACE.read_text()}, xml=("R/junit.xml",)),
     Attempt("harness errors blamed on the stack", "a scenario name too long for a folder (ENAMETOOLONG)",
             ["conform", "--stack", "oracle:idle=last-send", "--scenario", "{d}/s.toml", "--seeds", "1", "--out",
@@ -288,6 +378,17 @@ ATTEMPTS = [
             ["build", "tiny", "--source", "{d}/enclosing/tree-1"], exits=(0,), env=TINY,
             before=[_tiny_home, ["build", "tiny", "--source", "{d}/enclosing/tree-0"]],
             keep=("home/build/tiny/*/build-info.json",)),
+    # the serve classes the tests covered alone (notes: bench/results/hostile-vs-3c176b9-2026-11-29.md)
+    Attempt("a stranger's line is read before the token", "serve: one 47 MiB line without the token",
+            SERVE_ARGV, exits=(-9,), env=SERVE, client=_stranger_sends_a_large_line, rss_bound_mib=128),
+    Attempt("idle strangers lock out the owner", "serve: 512 idle connections, then a client with the token",
+            SERVE_ARGV, exits=(-9,), env=SERVE, seconds=60,
+            client=lambda port: _idle_strangers(port, 512, "127.0.0.2", HELLO, _is_ok, 15)),
+    Attempt("idle strangers lock out the owner", "serve-reports: 1100 idle connections, then a GET (1024 files)",
+            ["serve-reports", "{d}/reports", "--port", "0"], exits=(-9,), limit_files=1024,
+            env={"CCDIFF_REPORTS_IDLE_TIMEOUT": "5"}, files={"reports/index.html": "<h1>reports</h1>"},
+            client=lambda port: _idle_strangers(port, 1100, "127.0.0.2", b"GET / HTTP/1.0\r\n\r\n",
+                                                lambda r: r.startswith(b"HTTP/1.0 200"), 15)),
 ]
 
 
@@ -406,6 +507,64 @@ def _ccdiff(argv, folder: Path, stdin=None, limit=0, close_stdout=False, code=No
     return proc.returncode, out.read().decode(errors="replace"), usage.ru_maxrss, killed, len(left)
 
 
+def _hwm_kb(pid: int) -> int:
+    """A process's peak resident size so far (VmHWM), 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _serve(attempt: Attempt, folder: Path, code=None):
+    """A server attempt: start it (its own session), wait until it listens, run the client,
+    sampling the peak RSS of every process of its group; it must still be serving at the end
+    (then killed: exit -9).  Returns (exit code, its stderr, peak kB of its tree, problems)."""
+    argv = [a.replace("{d}", str(folder)) for a in attempt.argv]
+
+    def preexec():
+        if attempt.limit_files:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (attempt.limit_files, attempt.limit_files))
+    out = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-m", "ccdiff", *argv], cwd=folder, stdin=subprocess.DEVNULL,
+                            stdout=out, stderr=out, preexec_fn=preexec, start_new_session=True,
+                            env=_env_for(code, attempt.env, folder))
+    peak, stop, problems = [0], threading.Event(), []
+
+    def sample():
+        while not stop.wait(0.2):
+            for pid in [proc.pid, *_group(proc.pid, but=proc.pid)]:
+                peak[0] = max(peak[0], _hwm_kb(pid))
+    try:
+        deadline, port = time.monotonic() + 60, None
+        while port is None and proc.poll() is None and time.monotonic() < deadline:
+            found = re.search(rb"127\.0\.0\.1:(\d+)", os.pread(out.fileno(), 1 << 16, 0))
+            port = int(found.group(1)) if found else time.sleep(0.05)
+        if port is None:
+            problems.append("never listened")
+        else:
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            try:
+                problems += attempt.client(port)
+            except Exception as exc:              # noqa: BLE001 -- the client's own failure is the row's
+                problems.append(f"client: {type(exc).__name__}: {exc}")
+            stop.set()
+            sampler.join()
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)   # children of a server that died first
+    out.seek(0)
+    return proc.returncode, out.read().decode(errors="replace"), peak[0], problems
+
+
 def run_attempt(attempt: Attempt, folder: Path, code: Path | None = None) -> dict:
     for rel, text in attempt.files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -425,10 +584,13 @@ def run_attempt(attempt: Attempt, folder: Path, code: Path | None = None) -> dic
         deadline = time.monotonic() + 60
         while attempt.wait_for and not (folder / attempt.wait_for).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        started = time.monotonic()
-        exit_code, text, rss, killed, orphans = _ccdiff(
-            attempt.argv, folder, attempt.stdin, attempt.limit_file_bytes, attempt.close_stdout, code,
-            attempt.seconds, env=attempt.env, umask=attempt.umask, send=attempt.send_signal)
+        started, problems = time.monotonic(), []
+        if attempt.client:
+            (exit_code, text, rss, problems), killed, orphans = _serve(attempt, folder, code), "", 0
+        else:
+            exit_code, text, rss, killed, orphans = _ccdiff(
+                attempt.argv, folder, attempt.stdin, attempt.limit_file_bytes, attempt.close_stdout, code,
+                attempt.seconds, env=attempt.env, umask=attempt.umask, send=attempt.send_signal)
     finally:
         for proc in beside:
             with contextlib.suppress(ProcessLookupError):
@@ -454,7 +616,8 @@ def run_attempt(attempt: Attempt, folder: Path, code: Path | None = None) -> dic
             "worked_first": attempt.only_error and len(text.strip().splitlines()) > 1,
             "seconds": round(time.monotonic() - started, 1), "traceback": "Traceback" in text, "data_lost": lost,
             "raw_control": any(c in text for c in "\x1b\x07"),
-            "peak_rss_kb": rss, "last_line": (text.strip().splitlines() or [""])[-1][:200]}
+            "peak_rss_kb": rss, "last_line": (text.strip().splitlines() or [""])[-1][:200],
+            "problems": problems, "rss_bound_mib": attempt.rss_bound_mib}
 
 
 def failures(row: dict) -> list:
@@ -473,7 +636,11 @@ def failures(row: dict) -> list:
                                  (f"not well-formed XML: {', '.join(row.get('ill_formed') or [])}",
                                   row.get("ill_formed")),
                                  (f"{row.get('orphans')} of its processes outlived it", row.get("orphans")),
-                                 (f"left behind: {', '.join(row.get('left') or [])}", row.get("left"))] if bad]
+                                 (f"left behind: {', '.join(row.get('left') or [])}", row.get("left")),
+                                 ("; ".join(row.get("problems") or []), row.get("problems")),
+                                 (f"peak RSS {row['peak_rss_kb'] / 1024:.0f} MiB > {row.get('rss_bound_mib')} MiB",
+                                  row.get("rss_bound_mib") and row["peak_rss_kb"] > row["rss_bound_mib"] << 10)]
+            if bad]
 
 
 def run_all(code: Path | None = None) -> list:
