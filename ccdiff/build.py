@@ -193,8 +193,8 @@ NOT_BUILT = ("profile.toml", "provenance.toml", "registry.toml", "releases.lock"
 def recipe_digest(recipe: StackRecipe) -> str | None:
     """A hash of what a stack's build is made from besides upstream: its folder (adapter,
     build.sh, patches, locks; not NOT_BUILT, which no build reads, nor connection/, the
-    connection shim's own build), the adapter ABI
-    header and the shared build steps build.sh sources.  A build made from other files is stale and is rebuilt: after a `git pull` or an
+    connection shim's own build), the adapter ABI header and the shared build steps build.sh
+    sources.  A build made from other files is stale and is rebuilt: after a `git pull` or an
     edit to an adapter, nothing runs yesterday's library.  None where the recipe's sources
     are not present (a runtime image holds only the built libraries)."""
     if not (recipe.folder / "build.sh").exists():

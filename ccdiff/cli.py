@@ -279,7 +279,7 @@ def cmd_stacks(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
-    from .report_terminal import name_column
+    from .report_terminal import name_column, source_gone_note
     table = Table(title="stacks", title_justify="left")
     name_column(table, "stack", [row["stack"] for row in rows])
     name_column(table, "version", [row["version"] or "-" for row in rows])
@@ -291,9 +291,9 @@ def cmd_stacks(args) -> int:
             "[green]yes[/]" if row["built"] else "[red]no[/]  (ccdiff build "
         if row["stale"] or row.get("modified") or not row["built"]:
             built += f"{row['stack']}@{row['version']})"
-        if row.get("source_gone"):      # a checkout build whose folder was deleted (issue 30)
-            gone = escape(row["source"] or "not recorded")
-            built += f"\n[yellow]local build; its source folder is gone[/] ({gone})"
+        gone = source_gone_note(row)      # a checkout build whose folder was deleted (issue 30)
+        if gone:
+            built += gone
         elif row.get("source"):
             built += f"\nlocal build of {escape(row['source'])}"
         note = row["note"] + (f"\n[cyan]{row['supports']}[/]" if row.get("supports") else "")

@@ -154,6 +154,15 @@ def column_chunks(first_width: int, widths: list, width: int) -> list:
     return [[i] for i in range(len(widths))]
 
 
+def source_gone_note(row: dict) -> str:
+    """For a checkout build whose source folder was deleted (stacks.checkout_source's
+    `source_gone`), the line `ccdiff stacks` and `ccdiff versions` add under "built"; "" else."""
+    if not row.get("source_gone"):
+        return ""
+    from rich.markup import escape
+    return f"\n[yellow]local build; its source folder is gone[/] ({escape(row['source'] or 'not recorded')})"
+
+
 def name_column(table, header: str, names) -> None:
     """A column of identifiers (stack labels, scenario names): as wide as the longest,
     never wrapped or cut."""

@@ -81,9 +81,8 @@ def cmd_versions(args) -> int:
         print(json.dumps({"stack": args.stack, "registry": config.kind, "package": config.package,
                           "supported": config.supported_text(), "releases": rows}, indent=2))
         return EXIT_OK
-    from rich.markup import escape
     from rich.table import Table
-    from .report_terminal import console
+    from .report_terminal import console, source_gone_note
     table = Table(title=f"{args.stack}: releases of {config.package} "
                         f"({'crates.io' if config.kind == 'crates' else 'PyPI'}); adapter supports "
                         f"{config.supported_text()}", title_justify="left")
@@ -102,8 +101,7 @@ def cmd_versions(args) -> int:
         if not config.same_version:
             cells.append(r["package_version"])
         built = "[green]yes[/]" if r["built"] else "no"
-        if r.get("source_gone"):     # as `ccdiff stacks` says it: a checkout build whose folder was deleted
-            built += f"\n[yellow]local build; its source folder is gone[/] ({escape(r['source'] or 'not recorded')})"
+        built += source_gone_note(r)
         sup = "[green]yes[/]" if r["supported"] else "no"
         cells += [reg, built, sup, r["features"]]
         table.add_row(*cells)
