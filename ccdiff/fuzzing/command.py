@@ -312,8 +312,12 @@ def _run_engine(args, campaign, triage, seconds: float, status, started: float):
     stats, interrupted = {}, False
     before = campaign.executions()
     end = started + seconds
+    deadline = None
     try:
         campaign.start()
+        # The engine stops at --time on a clock of its own: one input's triage below may run
+        # long (a slow stack, a loaded machine) and must not hold the engine past it.
+        deadline = campaign.halt_at(end)
         next_triage = 0.0
         while time.monotonic() < end and campaign.running():
             time.sleep(1)
@@ -330,14 +334,17 @@ def _run_engine(args, campaign, triage, seconds: float, status, started: float):
         interrupted = True
         print("\ninterrupted: stopping the engine, keeping what was found", file=sys.stderr)
     finally:
+        if deadline is not None:
+            deadline.cancel()
         campaign.stop()
     stopped = time.monotonic()
-    failure = None if interrupted or stopped >= end else campaign.failure()
+    halted = campaign.halted_at if campaign.halted_at is not None else stopped
+    failure = None if interrupted or halted >= end else campaign.failure()
     if failure:
         raise SetupError(failure)
     stats = campaign.stats() or stats
     stats["execs"] = _since(before, campaign.executions())
-    stats["fuzz_seconds"] = stopped - started
+    stats["fuzz_seconds"] = halted - started      # until the engine was told to stop
     status.show(stats["fuzz_seconds"], stats, len(triage.stored), final=True)
     triaged = len(done)
     try:

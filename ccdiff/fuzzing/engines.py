@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from ..isolation import die_with_parent
@@ -52,18 +53,36 @@ class Campaign:
             self.env["CCDIFF_FUZZ_INVARIANTS"] = invariants
         self.procs: list = []
         self.logs: list = []          # one per engine process, in start order
+        self._halting = threading.Lock()
+        self.halted_at: float | None = None   # when the engines were told to stop
         self.exe = harness(target, self.name, sanitize)
 
     def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)   # both engines save state and exit on SIGINT
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        self.halt()
+
+    def halt(self) -> None:
+        """Stop the engine processes, and only them: safe from a timer thread while the main
+        thread triages (the deadline is kept even when one input's triage runs long).  The
+        first call records when the engines were told to stop."""
+        with self._halting:
+            if self.halted_at is None:
+                self.halted_at = time.monotonic()
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)   # both engines save state and exit on SIGINT
+            for proc in self.procs:
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def halt_at(self, deadline: float) -> threading.Timer:
+        """Halt the engines at `deadline` (a time.monotonic()) on a timer thread of its own."""
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), self.halt)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def executions(self) -> int:
         """Inputs executed so far, as the engine counts them (cumulative over resumed
