@@ -46,8 +46,14 @@ git rev-parse HEAD >/dev/null || fail "not a git checkout"
 name=ccdiff-bare-$$
 trap 'docker rm -f "$name" >/dev/null 2>&1 || true' EXIT
 # The host's CA settings travel as environment, as on the host (a proxy's CA); chromium
-# wants more shared memory than docker's 64 MB default.
-docker run --name "$name" --shm-size 1g -v "$PWD:/origin:ro" \
+# wants more shared memory than docker's 64 MB default.  CAP_SYS_ADMIN (and no AppArmor
+# profile, where the host has AppArmor) lets tests/test_hostile_options.py mount its
+# 64 KiB tmpfs, as root on a bare machine can: without it that test is skipped here.
+caps=(--cap-add SYS_ADMIN)
+if [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ]; then
+  caps+=(--security-opt apparmor=unconfined)
+fi
+docker run --name "$name" --shm-size 1g "${caps[@]}" -v "$PWD:/origin:ro" \
   -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e CARGO_HTTP_CAINFO=/etc/ssl/certs/ca-certificates.crt \
   -e RUN_CMD="$run_cmd" -e TEST_CMD="$test_cmd" "$IMAGE" bash -c '
     set -uo pipefail
