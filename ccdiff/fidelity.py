@@ -37,7 +37,7 @@ def fidelity(path: str, spec: str, keep_series: bool = True) -> dict:
     trace = QlogTrace(path, all_spaces=True)      # imported and validated whole first
     target = resolve(spec, load_recipes())
     mds = trace.header.max_datagram_size
-    controller = open_controller(target, mds, trace.header.initial_rtt_us)
+    controller = open_controller(target, mds, trace.header.initial_rtt_us, trace.header.max_ack_delay)
     ledger = Ledger(trace.header)
     stats = {m: {"compared": 0, "agree": 0, "within_1pct": 0, "within_datagram": 0, "one_sided": 0,
                  "first_divergence": None} for m in METRICS}

@@ -7,9 +7,10 @@ import struct
 
 from .clock import DEFAULT_CLOCK_BASE_US, check_clock_base
 from .errors import SetupError
+from .reach import DEFAULT_MAX_ACK_DELAY_US
 from .snapshot import PHASES, UNKNOWN, Snapshot
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 CCD_NONE = 2**64 - 1
 CCD_NO_TIME = -(2**63)
 FLAG_APP_LIMITED, FLAG_ECN_CE = 1, 2
@@ -42,7 +43,7 @@ class CSnapshot(ctypes.Structure):
 
 
 class Config(ctypes.Structure):
-    _fields_ = [("max_datagram_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+    _fields_ = [("max_datagram_size", ctypes.c_uint32), ("max_ack_delay_us", ctypes.c_uint32),
                 ("initial_rtt_us", ctypes.c_int64), ("options", ctypes.c_char_p),
                 ("clock_base_us", ctypes.c_int64)]
 
@@ -117,11 +118,11 @@ class NativeController:
     """One controller instance inside an adapter library."""
 
     def __init__(self, library_path: str, max_datagram_size: int, initial_rtt_us: int, options: str = "",
-                 clock_base_us: int = DEFAULT_CLOCK_BASE_US):
+                 clock_base_us: int = DEFAULT_CLOCK_BASE_US, max_ack_delay_us: int = DEFAULT_MAX_ACK_DELAY_US):
         self.lib = load_library(library_path)
         self.description = self.lib.ccd_describe().decode()
         # Trace time 0 is clock_base_us on the stack's monotonic clock (ccdiff/clock.py).
-        config = Config(max_datagram_size, 0, initial_rtt_us, options.encode(),
+        config = Config(max_datagram_size, max_ack_delay_us, initial_rtt_us, options.encode(),
                         check_clock_base(clock_base_us, library_path))
         err = ctypes.create_string_buffer(512)
         handle = self.lib.ccd_open(ctypes.byref(config), err, len(err))

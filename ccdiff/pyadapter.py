@@ -6,10 +6,10 @@ upstream modules it imports.  The module speaks the same contract as the C ABI
 (implementations/include/ccdiff_adapter.h), in Python (docs/adapters.md,
 "Python adapters"):
 
-    ABI_VERSION = 3
+    ABI_VERSION = 4
     describe() -> str                                  # ccd_describe
-    open(max_datagram_size, initial_rtt_us, options,   # ccd_open; ValueError = refused
-         clock_base_us, folder) -> controller
+    open(max_datagram_size, max_ack_delay_us,          # ccd_open; ValueError = refused
+         initial_rtt_us, options, clock_base_us, folder) -> controller
     controller.step(event) -> 8-tuple                  # ccd_step; ValueError = refused event
     controller.close()                                 # ccd_close
 
@@ -38,6 +38,7 @@ from pathlib import Path
 
 from .errors import SetupError
 from .native import ABI_VERSION, AdapterError
+from .reach import DEFAULT_MAX_ACK_DELAY_US
 from .snapshot import PHASES, UNKNOWN, Snapshot
 
 ADAPTER_NAME = "ccdiff_adapter.py"
@@ -109,13 +110,14 @@ class PythonController:
     """One controller of a Python adapter; the interface of NativeController."""
 
     def __init__(self, adapter_path: str, max_datagram_size: int, initial_rtt_us: int, options: str = "",
-                 clock_base_us: int | None = None):
+                 clock_base_us: int | None = None, max_ack_delay_us: int = DEFAULT_MAX_ACK_DELAY_US):
         from .clock import DEFAULT_CLOCK_BASE_US, check_clock_base
         module = load_module(adapter_path)
         self.description = str(module.describe())
         base = check_clock_base(DEFAULT_CLOCK_BASE_US if clock_base_us is None else clock_base_us, adapter_path)
         try:
-            self.controller = module.open(max_datagram_size=max_datagram_size, initial_rtt_us=initial_rtt_us,
+            self.controller = module.open(max_datagram_size=max_datagram_size, max_ack_delay_us=max_ack_delay_us,
+                                          initial_rtt_us=initial_rtt_us,
                                           options=options, clock_base_us=base,
                                           folder=str(Path(adapter_path).parent))
         except ValueError as exc:     # ccd_open's NULL + message: bad options, a bad base

@@ -12,7 +12,8 @@ gets exactly one reply, ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}
     {"op": "hello"}                         -> {"ok", "abi", "stack", "versions", "ccdiff"}
     {"op": "open", "stack", "version",
      "options", "max_datagram_size",
-     "initial_rtt_us", "clock_base_us"}     -> {"ok", "description"}
+     "initial_rtt_us", "clock_base_us",
+     "max_ack_delay_us"}                    -> {"ok", "description"}
     {"op": "step", "events": [EVENT, ...]}  -> {"ok", "snapshots": [SNAP, ...], "error": null | "..."}
     {"op": "close"}                         -> {"ok"}
 
@@ -38,6 +39,7 @@ import time
 from itertools import islice
 
 from .clock import DEFAULT_CLOCK_BASE_US
+from .reach import DEFAULT_MAX_ACK_DELAY_US
 from .errors import SetupError
 from .native import AdapterCrash, AdapterError
 from .snapshot import Snapshot
@@ -164,12 +166,13 @@ class RemoteController:
     """A controller living in a `ccdiff serve` process; same interface as NativeController."""
 
     def __init__(self, address: tuple[str, int], target, max_datagram_size: int, initial_rtt_us: int,
-                 clock_base_us: int = DEFAULT_CLOCK_BASE_US):
+                 clock_base_us: int = DEFAULT_CLOCK_BASE_US, max_ack_delay_us: int = DEFAULT_MAX_ACK_DELAY_US):
         self.address, self.label = address, target.label
         self.open_request = {
             "op": "open", "stack": target.recipe.name, "version": target.version,
             "options": target.options_text, "max_datagram_size": max_datagram_size,
-            "initial_rtt_us": initial_rtt_us, "clock_base_us": clock_base_us}
+            "initial_rtt_us": initial_rtt_us, "clock_base_us": clock_base_us,
+            "max_ack_delay_us": max_ack_delay_us}
         self.conn = None
         try:
             reply = self._open()

@@ -68,7 +68,7 @@ def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
     profile = load_profile(target.recipe)
     crash = None
     try:
-        controller = open_controller(target, header.max_datagram_size, header.initial_rtt_us)
+        controller = open_controller(target, header.max_datagram_size, header.initial_rtt_us, header.max_ack_delay)
     except AdapterCrash as exc:          # an isolated adapter died while opening: its finding
         controller, crash = None, str(exc)
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)

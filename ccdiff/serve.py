@@ -41,7 +41,8 @@ from .clock import DEFAULT_CLOCK_BASE_US, MAX_CLOCK_BASE_US
 from .native import ABI_VERSION, AdapterError, NativeController
 from .snapshot import Snapshot
 from .stacks import available, load_recipes, open_adapter, resolve
-from .trace import MAX_PACKET_BYTES, MAX_PN, MAX_PNS_PER_EVENT, MAX_TIME_US
+from .reach import DEFAULT_MAX_ACK_DELAY_US
+from .trace import MAX_ACK_DELAY_LIMIT_US, MAX_PACKET_BYTES, MAX_PN, MAX_PNS_PER_EVENT, MAX_TIME_US
 
 # One step batch (remote.BATCH events) as JSON: an ACK of MAX_PNS_PER_EVENT packets is
 # ~30 MB, parsed at ~12 bytes of memory per byte; CCDIFF_SERVE_MAX_REQUEST_MB lowers it
@@ -170,7 +171,10 @@ class Session:
             rtt = _int_in(request.get("initial_rtt_us"), 1, 60_000_000, "initial_rtt_us")   # as a trace header
             self.close()
             base = _int_in(request.get("clock_base_us", DEFAULT_CLOCK_BASE_US), 1, MAX_CLOCK_BASE_US, "clock_base_us")
-            self.controller = open_adapter(target.recipe, library, size, rtt, target.options_text, base)
+            ack_delay = _int_in(request.get("max_ack_delay_us", DEFAULT_MAX_ACK_DELAY_US), 0,
+                                MAX_ACK_DELAY_LIMIT_US, "max_ack_delay_us")     # as a trace header
+            self.controller = open_adapter(target.recipe, library, size, rtt, target.options_text, base,
+                                           ack_delay)
         except (SetupError, KeyError, TypeError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, "description": self.controller.description}

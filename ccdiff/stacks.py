@@ -9,11 +9,14 @@ from pathlib import Path
 
 from .errors import SetupError
 from .paths import build_dir
+from .reach import DEFAULT_MAX_ACK_DELAY_US
 from .recipes import LIBRARY_NAME, ORACLES, PYTHON_ADAPTER_NAME, StackRecipe, Target, load_recipes, resolve
 
 
-def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int):
-    """A fresh controller for one run.  Raises SetupError with the fixing command."""
+def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int,
+                    max_ack_delay_us: int = DEFAULT_MAX_ACK_DELAY_US):
+    """A fresh controller for one run: the trace header's (or scenario's) datagram size,
+    initial RTT and peer max_ack_delay.  Raises SetupError with the fixing command."""
     if target.kind == "oracle":
         from oracle import NewReno
         opts = dict(target.options)
@@ -25,7 +28,7 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
     base = clock_base_us()
     address = remote_address(target.recipe.name)
     if address is not None:          # an adapter container (ccdiff/remote.py)
-        return RemoteController(address, target, max_datagram_size, initial_rtt_us, base)
+        return RemoteController(address, target, max_datagram_size, initial_rtt_us, base, max_ack_delay_us)
     library = target.recipe.library(target.version)
     if not library.exists():
         raise SetupError(f"{target.recipe.name}@{target.version} is not built; run: "
@@ -35,19 +38,22 @@ def open_controller(target: Target, max_datagram_size: int, initial_rtt_us: int)
     options = filter_options(target.label, target.version, features_of(target.recipe, target.version),
                              target.options)
     options_text = ",".join(f"{k}={v}" for k, v in options)
-    return open_adapter(target.recipe, library, max_datagram_size, initial_rtt_us, options_text, base)
+    return open_adapter(target.recipe, library, max_datagram_size, initial_rtt_us, options_text, base,
+                        max_ack_delay_us)
 
 
 def open_adapter(recipe: StackRecipe, library: Path, max_datagram_size: int, initial_rtt_us: int,
-                 options_text: str, base: int):
+                 options_text: str, base: int, max_ack_delay_us: int = DEFAULT_MAX_ACK_DELAY_US):
     """The built adapter in this process: a C ABI library through ctypes, or a Python
     adapter module (ccdiff/pyadapter.py).  `ccdiff serve` opens through here too, so
     --isolate and adapter containers treat both alike."""
     if recipe.language == "python":
         from .pyadapter import PythonController
-        return PythonController(str(library), max_datagram_size, initial_rtt_us, options_text, base)
+        return PythonController(str(library), max_datagram_size, initial_rtt_us, options_text, base,
+                                max_ack_delay_us)
     from .native import NativeController
-    return NativeController(str(library), max_datagram_size, initial_rtt_us, options_text, base)
+    return NativeController(str(library), max_datagram_size, initial_rtt_us, options_text, base,
+                            max_ack_delay_us)
 
 
 def build_info(recipe: StackRecipe, version: str) -> dict:

@@ -22,14 +22,16 @@ from ccdiff.paths import project_root
 
 ADAPTER = textwrap.dedent('''
     import time
-    ABI_VERSION = 3
+    ABI_VERSION = 4
 
     def describe():
-        return "pyfake; options: mode=ok|hang|bad"
+        return "pyfake; options: mode=ok|hang|bad|ack-delay"
 
     class Controller:
-        def __init__(self, mode):
+        def __init__(self, mode, max_ack_delay_us):
             self.mode, self.cwnd = mode, 12000
+            if mode == "ack-delay":       # shows what open() was given, as its window
+                self.cwnd = max_ack_delay_us
 
         def step(self, ev):
             if ev.kind == 2 and self.mode == "hang":
@@ -39,11 +41,11 @@ ADAPTER = textwrap.dedent('''
                 return ("12000",)          # not a ccd_snapshot
             return (self.cwnd, None, ev.bytes_in_flight, 1, None, None, None, None)
 
-    def open(*, max_datagram_size, initial_rtt_us, options, clock_base_us, folder):
+    def open(*, max_datagram_size, max_ack_delay_us, initial_rtt_us, options, clock_base_us, folder):
         mode = dict(o.split("=", 1) for o in options.split(",") if o).get("mode", "ok")
-        if mode not in ("ok", "hang", "bad"):
-            raise ValueError(f"option mode: unknown value {mode!r}; accepted: mode=ok|hang|bad")
-        return Controller(mode)
+        if mode not in ("ok", "hang", "bad", "ack-delay"):
+            raise ValueError(f"option mode: unknown value {mode!r}; accepted: mode=ok|hang|bad|ack-delay")
+        return Controller(mode, max_ack_delay_us)
 ''')
 
 TRACE = "\n".join(json.dumps(e) for e in (
@@ -73,7 +75,7 @@ def home(tmp_path_factory):
         name = "pyfake"
         language = "python"
         default_version = "1.0"
-        options = ["mode=ok|hang|bad"]
+        options = ["mode=ok|hang|bad|ack-delay"]
         [[versions]]
         version = "1.0"
         url = "{archive.as_uri()}"
@@ -126,6 +128,24 @@ def test_malformed_snapshot_is_an_adapter_error(home):
     doc = json.loads((root / "bad.json").read_text())
     findings = doc["findings"] if isinstance(doc, dict) else doc
     assert any(f["invariant"] == "adapter-error" and "8-tuple" in f["detail"] for f in findings)
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_the_trace_header_max_ack_delay_reaches_the_adapter(home, isolate):
+    """ABI 4: ccd_open gets the peer's max_ack_delay from the trace header, in process and
+    through `ccdiff serve` (--isolate): the fake reports it as its window, 700 bytes, which
+    is below the 2-datagram minimum, so the finding names it."""
+    root, env = home
+    trace = root / "mad.jsonl"
+    trace.write_text(TRACE.replace('"max_datagram_size": 1200}', '"max_datagram_size": 1200, "max_ack_delay": 700}')
+                     + "\n")
+    out = ccdiff(env, "replay", str(trace), "--stack", "pyfake:mode=ack-delay", "--json", str(root / "mad.json"),
+                 *(["--isolate"] if isolate else []))
+    assert out.returncode == 1, out.stdout + out.stderr
+    doc = json.loads((root / "mad.json").read_text())
+    findings = doc["findings"] if isinstance(doc, dict) else doc
+    details = [f["detail"] for f in findings if f["invariant"] == "cwnd-below-minimum"]
+    assert details and all("700" in d for d in details), findings
 
 
 def test_option_refused_at_open_exits_2(home):

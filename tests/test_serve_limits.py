@@ -88,6 +88,8 @@ def test_an_idle_connection_is_closed():
     ({"max_datagram_size": 100}, "max_datagram_size must be an integer in [1200, 65527], got 100"),
     ({"initial_rtt_us": -1}, "initial_rtt_us must be an integer in [1, 60000000], got -1"),
     ({"initial_rtt_us": 2**64}, "initial_rtt_us must be an integer in [1, 60000000], got 18446744073709551616"),
+    # a u32 in ccd_config: 2**32 + 25000 would reach the adapter as 25 ms
+    ({"max_ack_delay_us": 2**32 + 25_000}, "max_ack_delay_us must be an integer in [0, 16383000], got 4294992296"),
 ])
 def test_open_values_out_of_range_are_refused_not_wrapped(overrides, error):
     with serving() as port, connect(port) as sock:

@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
 
   bench_events b = bench_load(argv[2]);
   int reps = atoi(argv[3]);
-  ccd_config cfg = {1200, 0, 333000, argc > 4 ? argv[4] : "", CCD_DEFAULT_CLOCK_BASE_US};
+  ccd_config cfg = {1200, 25000, 333000, argc > 4 ? argv[4] : "", CCD_DEFAULT_CLOCK_BASE_US};
   ccd_snapshot snap = {0};
   double best = 1e30;
   char err[256];

@@ -85,7 +85,8 @@ def record(trace, spec: str = "aioquic") -> list:
     target = resolve(spec, load_recipes())
     if target.recipe is None or target.recipe.name != "aioquic":
         raise NotExpressible(f"{spec} is not an aioquic build")
-    controller = open_controller(target, trace.header.max_datagram_size, trace.header.initial_rtt_us)
+    controller = open_controller(target, trace.header.max_datagram_size, trace.header.initial_rtt_us,
+                                 trace.header.max_ack_delay)
     adapter = getattr(controller, "controller", None)
     if adapter is None or not hasattr(adapter, "cc"):
         raise NotExpressible(f"{spec}: the controller is not in process (an adapter container?)")

@@ -63,9 +63,9 @@ def simulate(scenario: Scenario, stack, seed: int, *, record: bool = True, check
     target = stack if isinstance(stack, Target) else resolve(stack, recipes)
     s = scenario
     mds = s.max_datagram_size
-    header = Header(mds, s.initial_rtt_us, name=f"{s.name} seed={seed}",
+    header = Header(mds, s.initial_rtt_us, name=f"{s.name} seed={seed}", max_ack_delay=s.max_ack_delay_us,
                     comment=f"ccdiff sim: scenario {s.name}, seed {seed}, stack {target.label}")
-    controller = open_controller(target, mds, s.initial_rtt_us)
+    controller = open_controller(target, mds, s.initial_rtt_us, s.max_ack_delay_us)
     profile = _profile(target.recipe)
     provisional = bool(target.recipe and target.recipe.loss_applied_with_ack)
     # The path's bandwidth-delay product tells stuck-at-minimum when a small window is

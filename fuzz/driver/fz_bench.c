@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
   printf("harness %.0f %.0f\n", rounds * n / took, rounds * events / took);
 
   const char *opts = getenv("CCDIFF_FUZZ_OPTIONS");
-  ccd_config cfg = {FZ_MAX_DATAGRAM_SIZE, 0, FZ_INITIAL_RTT_US, opts ? opts : "", CCD_DEFAULT_CLOCK_BASE_US};
+  ccd_config cfg = {FZ_MAX_DATAGRAM_SIZE, FZ_MAX_ACK_DELAY_US, FZ_INITIAL_RTT_US, opts ? opts : "", CCD_DEFAULT_CLOCK_BASE_US};
   char err[256];
   ccd_snapshot snap;
   rounds = 0;

@@ -37,7 +37,7 @@ static void setup(void) {
       exit(2);
     }
   }
-  config = (ccd_config){FZ_MAX_DATAGRAM_SIZE, 0, FZ_INITIAL_RTT_US, opts ? opts : "", clock_base};
+  config = (ccd_config){FZ_MAX_DATAGRAM_SIZE, FZ_MAX_ACK_DELAY_US, FZ_INITIAL_RTT_US, opts ? opts : "", clock_base};
   /* Which adapter build this is (tests check quiche's builds keep overflow checks). */
   if (getenv("CCDIFF_FUZZ_DESCRIBE")) fprintf(stderr, "ccdiff-fuzz: adapter: %s\n", ccd_describe());
   if (ccd_abi_version() != CCD_ABI_VERSION) {

@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
   fz_trace_init(&trace);
   fz_ledger_init(&ledger);
   const char *opts = getenv("CCDIFF_FUZZ_OPTIONS");
-  ccd_config cfg = {FZ_MAX_DATAGRAM_SIZE, 0, FZ_INITIAL_RTT_US, opts ? opts : "", CCD_DEFAULT_CLOCK_BASE_US};
+  ccd_config cfg = {FZ_MAX_DATAGRAM_SIZE, FZ_MAX_ACK_DELAY_US, FZ_INITIAL_RTT_US, opts ? opts : "", CCD_DEFAULT_CLOCK_BASE_US};
   for (int a = 1; a < argc; a++) {
     FILE *f = fopen(argv[a], "rb");
     if (!f) {

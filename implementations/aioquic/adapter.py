@@ -76,17 +76,17 @@ import types
 from pathlib import Path
 from typing import Any
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 OPTIONS = "cc=cubic|reno"
 SENT, ACKED, LOST, PERSISTENT_CONGESTION, APP_IDLE, APP_DATA = 1, 2, 3, 4, 5, 6   # ccd_event_kind
 PHASE_SLOW_START, PHASE_CONGESTION_AVOIDANCE, PHASE_RECOVERY = 1, 2, 3             # ccd_phase
 MAX_CLOCK_BASE_US = 315_360_000_000_000                                            # CCD_MAX_CLOCK_BASE_US
 
-# recovery.py:14-15, 142: loss detection's thresholds and the default max_ack_delay
-# (the peer's transport parameter, 25 ms unless it sends another, connection.py:3324).
+# recovery.py:14-15: loss detection's thresholds.  Its max_ack_delay (recovery.py:142)
+# is the peer's transport parameter, which the connection sets (connection.py:3324):
+# the trace header's here (open's max_ack_delay_us; 25 ms when the peer sends none).
 K_PACKET_THRESHOLD = 3
 K_TIME_THRESHOLD = 9 / 8
-MAX_ACK_DELAY = 0.025
 # A send this soon after a timer loss with nothing between is the PTO's probe
 # (kGranularity, RFC 9002 §6.1.2; the importer's window for an ACK's losses).
 PROBE_WINDOW_US = 1000
@@ -162,15 +162,16 @@ def parse_options(text: str) -> bool:
     return reno
 
 
-def open(*, max_datagram_size: int, initial_rtt_us: int, options: str, clock_base_us: int,   # noqa: A001
-         folder: str) -> "Controller":
+def open(*, max_datagram_size: int, max_ack_delay_us: int, initial_rtt_us: int, options: str,  # noqa: A001
+         clock_base_us: int, folder: str) -> "Controller":
     reno = parse_options(options)
     if not 1200 <= max_datagram_size <= 65527:
         raise ValueError(f"max_datagram_size {max_datagram_size} is not in 1200..65527")
     if not 0 < clock_base_us <= MAX_CLOCK_BASE_US:
         raise ValueError(f"clock_base_us {clock_base_us} is not in 1..{MAX_CLOCK_BASE_US}")
     cubic, reno_module, _ = _upstream(folder)
-    return Controller(cubic, reno_module, reno, max_datagram_size, initial_rtt_us, clock_base_us)
+    return Controller(cubic, reno_module, reno, max_datagram_size, initial_rtt_us, max_ack_delay_us,
+                      clock_base_us)
 
 
 class _Pending:
@@ -186,8 +187,10 @@ class _Pending:
 
 
 class Controller:
-    def __init__(self, cubic, reno_module, reno: bool, mds: int, initial_rtt_us: int, base_us: int):
+    def __init__(self, cubic, reno_module, reno: bool, mds: int, initial_rtt_us: int, max_ack_delay_us: int,
+                 base_us: int):
         self.reno, self.base = reno, base_us
+        self.max_ack_delay = max_ack_delay_us / 1e6     # QuicPacketRecovery.max_ack_delay, seconds
         # QuicPacketRecovery.__init__ -> create_congestion_control(name, max_datagram_size)
         # (recovery.py:163-165, base.py:113-123).
         factory = reno_module.RenoCongestionControl if reno else cubic.CubicCongestionControl
@@ -332,7 +335,7 @@ class Controller:
             # late (docs/qlog-import.md, "The ACK's time").  Else the trace's own difference.
             stack_rtt = getattr(ev, "stack_rtt", None)
             latest_rtt = now - largest_sent_time if stack_rtt is None else stack_rtt / 1e6
-            ack_delay = min(ev.ack_delay / 1e6, MAX_ACK_DELAY)
+            ack_delay = min(ev.ack_delay / 1e6, self.max_ack_delay)
             self.rtt_latest = max(latest_rtt, 0.001)
             if self.rtt_latest < self.rtt_min:
                 self.rtt_min = self.rtt_latest

@@ -77,7 +77,8 @@ mod = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = mod        # dataclasses look their module up there
 spec.loader.exec_module(mod)
 for cc in ("cubic", "reno"):
-    mod.open(max_datagram_size=1200, initial_rtt_us=333000, options=f"cc={cc}", clock_base_us=1, folder=out)
+    mod.open(max_datagram_size=1200, max_ack_delay_us=25000, initial_rtt_us=333000, options=f"cc={cc}",
+             clock_base_us=1, folder=out)
 print("aioquic/build.sh:", mod.describe())
 PYEOF
 echo "aioquic/build.sh: built $OUT/ccdiff_adapter.py"

@@ -1,5 +1,5 @@
 /*
- * ccdiff adapter contract, ABI version 3.  See docs/adapters.md.
+ * ccdiff adapter contract, ABI version 4.  See docs/adapters.md.
  *
  * Every stack adapter is a shared library exporting exactly the functions
  * declared at the end of this file.  The harness (Python, the fuzz drivers)
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define CCD_ABI_VERSION 3
+#define CCD_ABI_VERSION 4
 
 /* The harness's default clock base: 3 days of uptime plus an odd number of
  * microseconds, so that no stack time is a round number by accident. */
@@ -122,7 +122,11 @@ typedef struct ccd_snapshot {
 
 typedef struct ccd_config {
   uint32_t max_datagram_size; /* bytes, from the trace header */
-  uint32_t reserved;
+  /* ABI 4: the peer's max_ack_delay transport parameter, microseconds, from
+   * the trace header (RFC 9000 18.2: 25 ms when the peer sends none).  A stack
+   * whose connection reads it (a PTO, how long lost packets are kept, an
+   * ack_delay clamp) takes it from here, never from its own default. */
+  uint32_t max_ack_delay_us;
   int64_t initial_rtt_us;     /* from the trace header (RFC 9002: 333 ms) */
   /* Stack options from the SPEC, "key=value,key=value" or "".  An adapter
    * rejects a key or value it does not know, with a message naming it. */

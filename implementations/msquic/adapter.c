@@ -71,12 +71,6 @@
 #define MSQ_VERSION "unknown"
 #endif
 
-/* The peer's max_ack_delay when its transport parameters do not say
- * (QUIC_TP_MAX_ACK_DELAY_DEFAULT, quicdef.h; RFC 9000 §18.2: "If this value is
- * absent, a default of 25 milliseconds is assumed").  The ccdiff contract has
- * no max_ack_delay; only the 2-PTO retention of lost packets reads it. */
-#define MSQ_MAX_ACK_DELAY_MS QUIC_TP_MAX_ACK_DELAY_DEFAULT
-
 uint64_t msq_now_us;
 static __thread char msq_assert_text[160];
 
@@ -114,6 +108,11 @@ typedef struct {
   uint64_t largest_ack;          /* LossDetection->LargestAck */
   msq_lost_list lost;            /* LossDetection->LostPackets */
   int64_t recovery_start;        /* trace time of the congestion event in force */
+  /* PeerTransportParams.MaxAckDelay, whole ms as on the wire: the trace header's
+   * (ccd_config.max_ack_delay_us; RFC 9000 18.2 and msquic's
+   * QUIC_TP_MAX_ACK_DELAY_DEFAULT: 25 ms when the peer sends none).  Only the
+   * 2-PTO retention of lost packets reads it. */
+  uint64_t peer_max_ack_delay_ms;
   /* The held-back loss (CCD_LOST, then maybe CCD_PERSISTENT_CONGESTION). */
   int pending;
   int64_t pending_t;
@@ -201,6 +200,7 @@ void* ccd_open(const ccd_config* cfg, char* err, size_t err_len)
     return NULL;
   }
   c->base = cfg->clock_base_us;
+  c->peer_max_ack_delay_ms = cfg->max_ack_delay_us / 1000;
   c->recovery_start = CCD_NO_TIME;
   QUIC_CONNECTION* conn = &c->conn;
   conn->Settings = c->settings;
@@ -279,7 +279,7 @@ static void lost_forget_old(msq_ctl* c, int64_t now)
 {
   const QUIC_PATH* path = &c->conn.Paths[0];
   uint64_t two_pto = 2 * (path->SmoothedRtt + 4 * path->RttVariance +
-                          MS_TO_US((uint64_t)MSQ_MAX_ACK_DELAY_MS));
+                          MS_TO_US(c->peer_max_ack_delay_ms));
   size_t k = 0;
   while (k < c->lost.n && c->any_ack && c->lost.items[k].pn < c->largest_ack &&
          (uint64_t)(now - c->lost.items[k].sent_us) > two_pto)

@@ -71,6 +71,10 @@ typedef struct ngd_ctl {
   ngd_loss pending;
   ngtcp2_log log; /* zeroed: ngtcp2 logging disabled (ngtcp2_log.h:170) */
   ngtcp2_duration initial_rtt;
+  /* conn->remote.transport_params->max_ack_delay: the trace header's
+     (ccd_config.max_ack_delay_us; NGTCP2_DEFAULT_MAX_ACK_DELAY, 25 ms, when
+     the peer sends none) */
+  ngtcp2_duration max_ack_delay;
   ngtcp2_tstamp clock_base; /* ngtcp2 time of trace time 0 */
   ngtcp2_tstamp last_ts;
   ngtcp2_rtb_entry **acked;  /* per-ACK scratch, grown, never shrunk */
@@ -694,6 +698,7 @@ NGD_EXPORT void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) {
     return NULL;
   }
   ctl->initial_rtt = us_to_duration(cfg->initial_rtt_us);
+  ctl->max_ack_delay = us_to_duration(cfg->max_ack_delay_us);
   ctl->clock_base = us_to_duration(cfg->clock_base_us);
   ctl->last_ts = ctl->clock_base;
   ngd_rtb_init(&ctl->rtb);
@@ -703,14 +708,14 @@ NGD_EXPORT void *ccd_open(const ccd_config *cfg, char *err, size_t err_len) {
 }
 
 /* ngtcp2_conn_handle_expiry (conn.c:11390): stale lost entries go
-   (conn.c:11507-11519, 3 * PTO with the default max_ack_delay), then the
+   (conn.c:11507-11519, 3 * PTO with the peer's max_ack_delay), then the
    loss timer fires for a pending loss nobody acknowledged. */
 static void ngd_handle_expiry(ngd_ctl *ctl, const ccd_event *ev,
                               ngtcp2_tstamp ts) {
   const ngtcp2_conn_stat *cstat = &ctl->cc.cstat;
   ngtcp2_duration pto =
     cstat->smoothed_rtt + ngtcp2_max(4 * cstat->rttvar, NGTCP2_GRANULARITY) +
-    NGTCP2_DEFAULT_MAX_ACK_DELAY; /* conn.c compute_pto */
+    ctl->max_ack_delay; /* conn.c compute_pto */
   int same_burst;
 
   ngd_rtb_remove_expired_lost_pkt(&ctl->rtb, pto * 3, ts);

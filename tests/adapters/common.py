@@ -11,9 +11,10 @@ def sent(t, pn, **extra):
     return dict(t=t, ev="sent", pn=pn, bytes=MDS, **extra)
 
 
-def run_events(events, spec, mds=MDS):
-    """Replay events on one stack; returns (snapshots, findings of that stack)."""
-    text = "\n".join([json.dumps({"ccdiff_trace": 1, "max_datagram_size": mds})]
+def run_events(events, spec, mds=MDS, **header):
+    """Replay events on one stack; returns (snapshots, findings of that stack).  header: more
+    trace header fields (max_ack_delay=...)."""
+    text = "\n".join([json.dumps({"ccdiff_trace": 1, "max_datagram_size": mds, **header})]
                      + [json.dumps(e) for e in events])
     res = replay(parse_trace_text(text), [spec])
     r = res.runs[spec]

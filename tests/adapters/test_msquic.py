@@ -110,6 +110,23 @@ def test_spurious_loss_undoes_the_reduction():
     assert snaps[-1].cwnd == 13200 and snaps[-1].recovery_start_us is None
 
 
+def test_a_late_ack_is_spurious_while_msquic_keeps_the_lost_packet_2_pto():
+    """ABI 4 hands the adapter the peer's max_ack_delay, which msquic's PTO adds
+    (loss_detection.c:226-245) and so how long it keeps a lost packet (2 PTO, 936-957).
+    pn 0-2 sent at 0, pn 3-12 at 90 ms; pn 12 acknowledged at 100 ms (SRTT 10 ms, RTTVAR
+    5 ms) and pn 1 lost then.  The ACK of pn 3 at 130 ms with a 25 ms ack delay (sample
+    15 ms: SRTT 10.6 ms, RTTVAR 5 ms) runs the retention scan: 2 PTO = 2 x (30.6 ms +
+    max_ack_delay).  With the default 25 ms (111 ms) msquic forgets pn 1 there and the ACK
+    of pn 1 at 400 ms changes nothing; with 200 ms (461 ms) it empties LostPackets and the
+    reduction is undone (cubic.c:787-799)."""
+    events = [sent(0, pn) for pn in range(3)] + [sent(90000, pn) for pn in range(3, 13)] + [
+        ack(100000, 12), lost(100000, 1), ack(130000, 3, ack_delay=25000), ack(400000, 1)]
+    snaps, _ = run_events(events, SPEC)
+    assert [s.cwnd for s in snaps[-3:]] == [9240, 9240, 9240]
+    snaps, _ = run_events(events, SPEC, max_ack_delay=200_000)
+    assert [s.cwnd for s in snaps[-3:]] == [9240, 9240, 13200]
+
+
 def test_options_are_checked_by_name():
     text = "\n".join([json.dumps({"ccdiff_trace": 1, "max_datagram_size": MDS}), json.dumps(sent(0, 0))])
     with pytest.raises(SetupError, match="hystart: unknown value 'sideways'"):

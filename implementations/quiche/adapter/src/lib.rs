@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use quiche::ccdiff_internal as q;
 
-const CCD_ABI_VERSION: u32 = 3;
+const CCD_ABI_VERSION: u32 = 4;
 // ccdiff_adapter.h CCD_MAX_CLOCK_BASE_US: ten years of uptime.
 const CCD_MAX_CLOCK_BASE_US: i64 = 315_360_000_000_000;
 const CCD_NONE: u64 = u64::MAX;
@@ -86,7 +86,7 @@ pub struct CcdSnapshot {
 #[repr(C)]
 pub struct CcdConfig {
     max_datagram_size: u32,
-    reserved: u32,
+    max_ack_delay_us: u32,
     initial_rtt_us: i64,
     options: *const c_char,
     clock_base_us: i64,
@@ -166,7 +166,8 @@ const OPTIONS: &str = "cc=cubic|reno, idle_fix=on|off, hystart=on|off, \
                        app_limited=conn|cc|trace";
 
 // Peer's max_ack_delay transport parameter default (transport_params.rs:211);
-// the connection hands it to recovery on handshake (lib.rs:8041-8047).
+// the connection hands the peer's value to recovery on handshake (lib.rs:8041-8047):
+// here the trace header's, ccd_config.max_ack_delay_us (ABI 4).
 const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 // Config defaults (lib.rs: DEFAULT_INITIAL_RTT, ..._CONGESTION_WINDOW_PACKETS).
 const DEFAULT_INITIAL_RTT: Duration = Duration::from_millis(333);
@@ -530,6 +531,7 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
     if cfg.initial_rtt_us > 0 {
         st.initial_rtt = Duration::from_micros(cfg.initial_rtt_us as u64);
     }
+    st.max_ack_delay = Duration::from_micros(cfg.max_ack_delay_us as u64);
     if cfg.clock_base_us <= 0 || cfg.clock_base_us > CCD_MAX_CLOCK_BASE_US {
         return Err(format!("clock_base_us {} is not in 1..{CCD_MAX_CLOCK_BASE_US}", cfg.clock_base_us));
     }

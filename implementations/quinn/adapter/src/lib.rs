@@ -50,8 +50,8 @@
 //! (`ccdiff_new`, `ccdiff_update`: ../patches/apply.py).  The adapter runs quinn's
 //! estimator on the trace's ACKs exactly as mod.rs:1538-1548 does (sample = now -
 //! send time of the frame's largest when it is a new largest; ack_delay as the
-//! peer reports it: ccdiff traces carry microseconds, so no ack_delay_exponent,
-//! and no clamp to the peer's max_ack_delay, which strict traces never exceed).
+//! peer reports it, capped at the peer's max_ack_delay, ccd_config.max_ack_delay_us
+//! (mod.rs:1542-1545; ccdiff traces carry microseconds, so no ack_delay_exponent).
 //!
 //! Snapshot: `window()` (public), ssthresh from `metrics()` (public, cubic.rs:226-232,
 //! new_reno.rs:115-121).  recovery_start_time, W_max and K are private fields; they
@@ -77,7 +77,7 @@ use std::time::{Duration, Instant};
 use quinn_proto::congestion::{Controller, Cubic, CubicConfig, NewReno, NewRenoConfig};
 use quinn_proto::RttEstimator;
 
-const CCD_ABI_VERSION: u32 = 3;
+const CCD_ABI_VERSION: u32 = 4;
 const CCD_MAX_CLOCK_BASE_US: i64 = 315_360_000_000_000;
 const CCD_NONE: u64 = u64::MAX;
 const CCD_NO_TIME: i64 = i64::MIN;
@@ -145,7 +145,7 @@ pub struct CcdSnapshot {
 #[repr(C)]
 pub struct CcdConfig {
     max_datagram_size: u32,
-    reserved: u32,
+    max_ack_delay_us: u32,
     initial_rtt_us: i64,
     options: *const c_char,
     clock_base_us: i64,
@@ -259,6 +259,8 @@ struct Ctl {
     /// PacketSpace.largest_acked_packet / largest_acked_packet_sent (mod.rs:1476-1488).
     largest_acked: Option<u64>,
     largest_acked_sent: Option<Instant>,
+    /// ack_frequency.peer_max_ack_delay (mod.rs:1543): the trace header's.
+    peer_max_ack_delay: Duration,
     pending: Option<Pending>,
     last_us: i64,
     last_error: CString,
@@ -472,7 +474,8 @@ impl Ctl {
             // packet is ack-eliciting; Data space: the peer's ack delay counts).
             if new_largest {
                 if let Some(sent) = self.largest_acked_sent {
-                    let ack_delay = Duration::from_micros(ev.ack_delay_us.max(0) as u64);
+                    let reported = Duration::from_micros(ev.ack_delay_us.max(0) as u64);
+                    let ack_delay = reported.min(self.peer_max_ack_delay);
                     self.rtt.ccdiff_update(ack_delay, now.saturating_duration_since(sent));
                 }
             }
@@ -665,6 +668,7 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
         sent: PnMap::with_capacity_and_hasher(32, Default::default()),
         largest_acked: None,
         largest_acked_sent: None,
+        peer_max_ack_delay: Duration::from_micros(cfg.max_ack_delay_us as u64),
         pending: None,
         last_us: 0,
         last_error: CString::default(),

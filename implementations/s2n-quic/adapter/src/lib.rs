@@ -89,7 +89,7 @@ use s2n_quic_core::recovery::{CongestionController, CubicCongestionController, R
 use s2n_quic_core::time::Timestamp;
 use s2n_quic_core::transport::parameters::MaxAckDelay;
 
-const CCD_ABI_VERSION: u32 = 3;
+const CCD_ABI_VERSION: u32 = 4;
 const CCD_MAX_CLOCK_BASE_US: i64 = 315_360_000_000_000;
 const CCD_NONE: u64 = u64::MAX;
 const CCD_NO_TIME: i64 = i64::MIN;
@@ -160,7 +160,7 @@ pub struct CcdSnapshot {
 #[repr(C)]
 pub struct CcdConfig {
     max_datagram_size: u32,
-    reserved: u32,
+    max_ack_delay_us: u32,
     initial_rtt_us: i64,
     options: *const c_char,
     clock_base_us: i64,
@@ -595,6 +595,13 @@ fn build_checks() -> String {
     format!("debug-assertions {}, overflow-checks {}", on(cfg!(debug_assertions)), on(overflow))
 }
 
+/// The peer's max_ack_delay transport parameter from ccd_config's microseconds: the
+/// parameter is whole milliseconds on the wire (RFC 9000 §18.2), as s2n keeps it.
+fn peer_max_ack_delay(us: u32) -> Result<MaxAckDelay, String> {
+    MaxAckDelay::try_from(Duration::from_micros(us as u64))
+        .map_err(|_| format!("max_ack_delay_us {us} is not a max_ack_delay s2n-quic accepts"))
+}
+
 fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
     // SAFETY: the harness passes a valid config (or NULL, rejected here).
     let cfg = unsafe { cfg.as_ref() }.ok_or("config is NULL")?;
@@ -620,7 +627,9 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
         Duration::from_millis(333)
     };
     let mut rtt = RttEstimator::new(initial_rtt);
-    rtt.on_max_ack_delay(MaxAckDelay::default());
+    // The peer's max_ack_delay as the connection sets it once the transport parameters
+    // arrive: the trace header's (ccd_config.max_ack_delay_us), 25 ms by default.
+    rtt.on_max_ack_delay(peer_max_ack_delay(cfg.max_ack_delay_us)?);
     // Endpoint::new_congestion_controller(PathInfo) -> CubicCongestionController::new(
     // max_datagram_size, app_settings) (cubic.rs:890-898, 501-519); default settings:
     // initial window min(10 x mds, max(14720, 2 x mds)) (cubic.rs:531-544).
