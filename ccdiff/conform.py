@@ -28,6 +28,7 @@ import os
 import shlex
 import signal
 import statistics
+import tempfile
 import time
 import traceback
 from collections import deque
@@ -102,9 +103,7 @@ def _run_case(case: tuple) -> dict:
             _WORKER_RECIPES.update(load_recipes())
         target = labelled_target(item, _WORKER_RECIPES)
         if mode == "connection":
-            from .connection import run_connection
-            result = run_connection(scenario, target, seed, record=keep != "none")
-            text = result.record_text if result.records else None
+            return _connection_case(scenario, target, seed, trace_dir, keep)
         else:
             result = simulate(scenario, target, seed, record=keep != "none")
             text = result.trace_text if result.trace is not None else None
@@ -117,19 +116,59 @@ def _run_case(case: tuple) -> dict:
     doc = dict(result.to_dict(), mode=mode)
     doc.setdefault("findings", [])
     if text is not None and trace_dir and (keep == "all" or result.status != "pass"):
-        # A connection run's record (docs/connection-mode.md) is not a replayable trace:
-        # its own name says so, and the reports leave it out.
-        name = f"seed-{seed}.connection.jsonl" if mode == "connection" else f"seed-{seed}.jsonl"
-        rel = Path("traces") / folder_name(scenario.name) / folder_name(result.stack) / name
-        path = Path(trace_dir) / rel
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, text())
-        except (OSError, SetupError) as exc:   # the harness's disk, not the stack: say so
-            why = exc.strerror if isinstance(exc, OSError) else str(exc)
-            return {"status": "error", "reasons": [f"harness: cannot write the trace {rel}: {why}"],
-                    "metrics": {}, "findings": [], "mode": mode}
-        doc["trace"] = str(rel)
+            doc["trace"] = _keep(trace_dir, scenario, result.stack, f"seed-{seed}.jsonl", text())
+        except _Unwritable as exc:
+            return {"status": "error", "reasons": [str(exc)], "metrics": {}, "findings": [], "mode": mode}
+    return doc
+
+
+class _Unwritable(Exception):
+    """The harness's disk, not the stack: the case is an error that says so."""
+
+
+def _keep(trace_dir: str, scenario, stack: str, name: str, text: str) -> str:
+    """Write a case's file under OUT/traces/<scenario>/<stack>/; its path relative to OUT."""
+    rel = Path("traces") / folder_name(scenario.name) / folder_name(stack) / name
+    path = Path(trace_dir) / rel
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    except (OSError, SetupError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise _Unwritable(f"harness: cannot write the trace {rel}: {why}") from None
+    return str(rel)
+
+
+def _connection_case(scenario, target, seed: int, trace_dir, keep: str) -> dict:
+    """One stack's own connection (docs/connection-mode.md), its outcome judged as the seed's
+    test judges it, and its own events -- the client's qlog, imported -- through the adapter
+    and every invariant (ccdiff/connection/confirm.py), recorded as `own_events` beside the
+    verdict, with the one command that shows them again.  The qlog itself is not kept: the
+    stack's connection IDs in it are random (aioquic's), so it is not byte for byte the same
+    from one run to the next, and the command writes it again."""
+    from .connection import run_connection
+    from .connection.confirm import case_own_events, judge_qlog
+    with tempfile.TemporaryDirectory(prefix="ccdiff-own-events-") as work:
+        qlog = Path(work) / "client.qlog"
+        result = run_connection(scenario, target, seed, record=keep != "none", qlog=str(qlog))
+        doc = dict(result.to_dict(), mode="connection")
+        doc.setdefault("findings", [])
+        if qlog.is_file() and result.status != "error":
+            try:
+                doc["own_events"] = case_own_events(judge_qlog(str(qlog), target.label))
+            except (SetupError, ValueError) as exc:      # a log the importer refuses: said, not fatal
+                doc["own_events"] = {"error": f"{type(exc).__name__}: {exc}"}
+            doc["own_events"]["command"] = replay_command(scenario, target.label, seed, "connection") + \
+                f" --qlog {shlex.quote(f'seed-{seed}.qlog')}"
+    if trace_dir and result.records and (keep == "all" or doc["status"] != "pass"):
+        # The record (docs/connection-mode.md) is not a replayable trace: its own name says
+        # so, and the reports leave it out.
+        try:
+            doc["trace"] = _keep(trace_dir, scenario, result.stack, f"seed-{seed}.connection.jsonl",
+                                 result.record_text())
+        except _Unwritable as exc:
+            return {"status": "error", "reasons": [str(exc)], "metrics": {}, "findings": [], "mode": "connection"}
     return doc
 
 
@@ -402,7 +441,8 @@ def _fingerprint(scenario, item: str, target, seed: int, keep_traces: str = "fai
     text = repr((astuple(replace(scenario, source="")), item, seed, __version__, build, keep_traces))
     if mode == "connection":     # a closed-loop run's journal never answers for a connection run
         shim = target.recipe.build_folder(target.version) / "connection" / "build-info.json"
-        text += repr(("connection", shim.read_text() if shim.exists() else ""))
+        # "own events": its qlog judged too (a journal from before that never did answers no more)
+        text += repr(("connection", "own events", shim.read_text() if shim.exists() else ""))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -455,7 +495,37 @@ def summarize(labels: list, scenario_names: list, seeds: list, results: list) ->
     modes = {d["stack"]: d.get("mode", "closed-loop") for d in results}
     if "connection" in modes.values():   # conform --mode connection: how each stack was driven
         summary["modes"] = {label: modes.get(label, "closed-loop") for label in labels}
+        summary["own_events"] = own_events_summary(cases)
     return summary
+
+
+def own_events_summary(cases: list) -> list:
+    """Per stack and scenario of a connection-mode run: the violations its own events gave
+    (its qlog through the adapter and every invariant) that its own logged window confirms,
+    with the seeds, and the adapter's cwnd exact-match rate over the runs judged.  Evidence of
+    reach, beside the verdicts, not a verdict (ccdiff/connection/confirm.py case_own_events)."""
+    rows: dict = {}
+    for case in cases:
+        own = case.get("own_events")
+        if own is None:
+            continue
+        row = rows.setdefault((case["stack"], case["scenario"]), {
+            "stack": case["stack"], "scenario": case["scenario"], "judged": 0, "errors": 0,
+            "cwnd_agree": 0, "cwnd_compared": 0, "confirmed": {}, "adapter_only": {}})
+        if "error" in own:
+            row["errors"] += 1
+            continue
+        row["judged"] += 1
+        if own.get("cwnd_compared"):
+            row["cwnd_compared"] += own["cwnd_compared"]
+            row["cwnd_agree"] += round(own["cwnd_exact"] * own["cwnd_compared"])
+        for key in ("confirmed", "adapter_only"):
+            for f in own[key]:
+                if f["status"] == "violation":
+                    seeds = row[key].setdefault(f["invariant"], [])
+                    if case["seed"] not in seeds:
+                        seeds.append(case["seed"])
+    return [rows[key] for key in sorted(rows)]
 
 
 def compare(summary: dict, baseline: dict, tolerance: float = 0.05) -> list:
@@ -585,6 +655,28 @@ def print_summary(console, summary: dict) -> None:
         print_wrapped(console, f"of the violations, {t.get('strict_new_findings', 0)} are strict and new (new or "
                                "not checked upstream: bug reports to check); the rest are known or fixed upstream, "
                                "consequences, or on lenient traces (each finding's upstream_status in summary.json)")
+    _print_own_events(console, summary.get("own_events", []))
+
+
+def _print_own_events(console, rows: list) -> None:
+    """conform --mode connection: what the stacks' own events showed, beside the verdicts."""
+    from .report_terminal import INDENT, print_wrapped
+    if not rows:
+        return
+    print_wrapped(console, "the stacks' own events (each run's qlog through its adapter and every invariant; "
+                           "evidence of reach, not verdicts: docs/connection-mode.md):")
+    for row in rows:
+        rate = (f"cwnd exact {row['cwnd_agree'] / row['cwnd_compared']:.1%} of {row['cwnd_compared']:,} points"
+                if row["cwnd_compared"] else "no cwnd compared")
+        parts = [f"{row['judged']} run(s) judged, {rate}"]
+        if row["errors"]:
+            parts.append(f"{row['errors']} qlog(s) not imported (own_events.error in summary.json)")
+        for key, words in (("confirmed", "its own logged window confirms"), ("adapter_only", "the adapter's only")):
+            if row[key]:
+                parts.append(f"{words}: " + ", ".join(f"{inv} (seeds {', '.join(map(str, seeds))})"
+                                                      for inv, seeds in sorted(row[key].items())))
+        print_wrapped(console, f"{row['stack']} on {row['scenario']}: " + "; ".join(parts),
+                      first=INDENT, indent=INDENT * 2)
 
 
 def _pass_rate_cell(c: dict) -> str:

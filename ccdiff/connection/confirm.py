@@ -24,7 +24,7 @@ from ..fidelity import fidelity
 from ..invariants import Checker, Truth
 from ..ledger import Ledger
 from ..qlog_import import QlogTrace
-from ..replay import replay
+from ..replay import replay, upstream_status
 
 # Not rules on one window: trajectory-divergence compares the adapter's replay with the
 # oracle's (ccdiff/divergence.py), adapter-error is the adapter's own failure.
@@ -61,10 +61,14 @@ def judge_qlog(qlog: str, spec: str) -> dict:
         f = own.get(invariant)
         return None if f is None else {"event": f.event_index, "t_us": f.t_us, "count": f.count,
                                        "detail": f.detail}
+    # The status words of replay, conform and fuzz (ccdiff/status.py), on a strict footing:
+    # the stack's own connection produced these events, whatever the import's lenient mark
+    # says of its loss detection (docs/connection-mode.md), so it is not a reason to doubt them.
     findings = [{"invariant": f.invariant, "status": f.status, "count": f.count, "event": f.event_index,
                  "t_us": f.t_us, "detail": f.detail, "logged_step": step(f.event_index),
                  "own_window_judged": f.invariant not in NOT_ON_OWN_WINDOW,
-                 "own_window": own_finding(f.invariant)}
+                 "own_window": own_finding(f.invariant),
+                 **_upstream(upstream_status(run, f, "strict"))}
                 for f in result.findings if f.stack == run.label]
     agreement = fidelity(qlog, spec, keep_series=False)
     return {"qlog": qlog, "events": trace.n_events, "reachability": trace.reachability,
@@ -73,6 +77,23 @@ def judge_qlog(qlog: str, spec: str) -> dict:
                                   "first_divergence": m["first_divergence"]}
                          for metric, m in agreement["metrics"].items()},
             "fidelity_error": agreement["error"]}
+
+
+def _upstream(status) -> dict:
+    return {"upstream_status": status.text, "upstream_kind": status.kind}
+
+
+def confirmed_by(finding: dict) -> str | None:
+    """How the stack's own log confirms a finding of judge_qlog: its logged window makes the
+    adapter's step at that event ("logged step"), or the same invariant flags its own logged
+    window at that event ("own window"); None: the adapter's finding on the stack's events,
+    not the stack's own window (docs/connection-mode.md, "The stack's own events, judged")."""
+    if finding["logged_step"]["confirmed"]:
+        return "logged step"
+    own = finding.get("own_window")
+    if own is not None and own["event"] == finding["event"]:
+        return "own window"
+    return None
 
 
 def own_window(trace: QlogTrace, run, logged: list) -> dict:
@@ -104,3 +125,34 @@ def own_window(trace: QlogTrace, run, logged: list) -> dict:
         checker.check(index, ev, before, snap, truth)
         before = snap
     return {f.invariant: f for f in checker.finish()}
+
+
+def case_own_events(judged: dict) -> dict:
+    """A conform case's part of judge_qlog's result (`conform --mode connection`): the
+    findings the stack's own log confirms (`confirmed`, each with how), the adapter's
+    findings on the stack's events that its log does not (`adapter_only`), and the fidelity.
+
+    Recorded, never a case's verdict: a confirmation shows the stack's own window made the
+    step, not that the rule's premise holds for the stack.  The premise is read off the
+    import, which lacks state the stack keeps to itself: ngtcp2-reno's own window does not
+    grow on the first ACKs of idle-restart (ss-growth-shortfall, confirmed by its own window,
+    4 of 4 seeds) because ngtcp2 marks those packets app-limited (ngtcp2_cc.c:126,
+    `pkt->is_app_limited`), which its qlog does not log and the import cannot see
+    (docs/connection-mode.md, "Own events in conform")."""
+    confirmed, adapter_only = [], []
+    for f in judged["findings"]:
+        how = confirmed_by(f)
+        entry = {"invariant": f["invariant"], "status": f["status"], "count": f["count"],
+                 "event_index": f["event"], "t_us": f["t_us"]}
+        if how is None:
+            adapter_only.append(entry)
+        else:
+            confirmed.append(dict(entry, detail=f["detail"], confirmed_by=how,
+                                  upstream_status=f["upstream_status"], upstream_kind=f["upstream_kind"]))
+    cwnd = judged["fidelity"].get("cwnd", {})
+    own = {"events": judged["events"], "import": judged["reachability"],
+           "cwnd_exact": cwnd.get("agreement"), "cwnd_compared": cwnd.get("compared"),
+           "confirmed": confirmed, "adapter_only": adapter_only}
+    if judged.get("fidelity_error"):
+        own["fidelity_error"] = judged["fidelity_error"]
+    return own

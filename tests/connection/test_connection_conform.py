@@ -44,6 +44,21 @@ def test_conform_drives_the_stacks_own_connections_and_keeps_failing_records(tmp
     again = run_connection(load_scenario(str(scenario)), "aioquic", case["seed"])
     assert (out / case["trace"]).read_text() == again.record_text()
     assert not (out / "report" / "aioquic").exists()
+    # Its own events (the client's qlog) went through the adapter and every invariant: aioquic's
+    # growth in recovery (RFC 9002 §7.3.2), a real bug, is confirmed by its own logged window on
+    # some seed, and the case's one command (`sim --mode connection --qlog`) shows it again.
+    # Not a verdict: the cases' statuses and reasons are the outcome's alone.
+    assert all(c["own_events"]["events"] > 0 and c["own_events"]["cwnd_compared"] for c in own)
+    (row,) = [r for r in summary["own_events"] if r["stack"] == "aioquic"]
+    seeds = row["confirmed"]["growth-in-recovery"]
+    assert seeds and row["judged"] == 3
+    confirmed = next(c for c in own if c["seed"] == seeds[0])
+    assert all(r.startswith(("deadline", "liveness", "stack-error")) for c in own for r in c["reasons"])
+    command = confirmed["own_events"]["command"].split()
+    assert command[:2] == ["ccdiff", "sim"] and command[-2:] == ["--qlog", f"seed-{seeds[0]}.qlog"]
+    capsys.readouterr()
+    assert main(command[1:-1] + [str(tmp_path / "again.qlog"), "--no-controls"]) == 1
+    assert "growth-in-recovery" in capsys.readouterr().out
     # Run again: every case comes from the journal, the summary is the same.
     assert main(["conform", "--mode", "connection", "--stack", "aioquic", "--scenarios", str(scenario),
                  "--seeds", "3", "--out", str(out), "--jobs", "2"]) == code
