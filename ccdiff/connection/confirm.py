@@ -136,8 +136,9 @@ def case_own_events(judged: dict) -> dict:
     step, not that the rule's premise holds for the stack.  The premise is read off the
     import, which lacks state the stack keeps to itself: ngtcp2-reno's own window does not
     grow on the first ACKs of idle-restart (ss-growth-shortfall, confirmed by its own window,
-    4 of 4 seeds) because ngtcp2 marks those packets app-limited (ngtcp2_cc.c:126,
-    `pkt->is_app_limited`), which its qlog does not log and the import cannot see
+    4 of 4 seeds) because ngtcp2 marks the packets sent while the handshake wrote no
+    application data app-limited (ngtcp2_conn.c:12124-12129; ngtcp2_cc.c:126 skips them),
+    which its qlog does not log and the import cannot see
     (docs/connection-mode.md, "Own events in conform")."""
     confirmed, adapter_only = [], []
     for f in judged["findings"]:
