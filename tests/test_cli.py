@@ -257,8 +257,21 @@ class _IdleCampaign:
     def stats(self):
         return {"execs_per_sec": 0.0, "coverage": "-", "corpus": 0, "crashes": 0, "execs": 0}
 
+    halted_at = None
+
+    def halt_at(self, deadline):
+        """As Campaign.halt_at: stopped at the deadline on a timer of its own."""
+        import threading
+        import time
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), self.stop)
+        timer.daemon = True
+        timer.start()
+        return timer
+
     def stop(self):
-        pass
+        import time
+        if self.halted_at is None:
+            self.halted_at = time.monotonic()
 
     def failure(self):
         return None
