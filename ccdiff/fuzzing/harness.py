@@ -230,8 +230,9 @@ def harness(target: Target, engine: str, sanitize: bool = False) -> Path:
             return _harness(target, engine, sanitize)
     except OSError as exc:      # a read-only build folder: the harness was not pre-built
         raise SetupError(f"the {engine} harness for {target.label} is not built and cannot be built "
-                         f"in {fuzz_build_dir()} ({exc.strerror}); the fuzzer image pre-builds the "
-                         "stacks named in its FUZZ_TARGETS build argument (docs/containers.md)") from None
+                         f"in {fuzz_build_dir()} ({exc.strerror}); the fuzzer image pre-builds the AFL++ and "
+                         "honggfuzz harnesses of the stacks named in its FUZZ_TARGETS build argument "
+                         "(docs/containers.md; libFuzzer's: run it natively)") from None
 
 
 def _harness(target: Target, engine: str, sanitize: bool) -> Path:
