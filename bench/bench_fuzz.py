@@ -10,6 +10,7 @@
       --no-dict: without fuzz/ccdiff.dict (is the dictionary doing the work?).
       --baseline DIR: also the harnesses of an earlier build folder (see speed), each run
       right before this commit's.
+      --engine libfuzzer: libFuzzer without fork mode, which stops at its first crash.
   python3 bench/bench_fuzz.py speed [--seconds 20] [--stack S ...] [--baseline DIR] [--no-pin]
       execs/s of each engine on each stack, the engine pinned to one core (--no-pin: not),
       beside two bounds measured in the same run:
@@ -20,6 +21,9 @@
                     beforehand, ccd_close; no instrumentation, no engine), inputs/s.
       --hf-max-file-size N: honggfuzz's --max_file_size (its inputs grow to kilobytes,
       AFL++'s stay at tens of bytes; e.g. 128 compares the engines on similar inputs).
+      --engine libfuzzer (not in the default set): clang's libFuzzer as `ccdiff fuzz` runs it,
+      in fork mode with crashes ignored (-fork=1 -ignore_crashes=1), one job; execs/s is the
+      parent's count of finished jobs' runs over its own clock.
       --baseline DIR: also runs the harnesses of an earlier build folder (a
       CCDIFF_FUZZ_BUILD_DIR that an earlier commit built; each harness with the adapter
       library beside it), alternating with this commit's, for a before/after ratio.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -81,6 +86,21 @@ def hf_cmd(exe, work, seconds=None, exit_on_crash=False):
     return cmd + ["--", str(exe)]
 
 
+def libfuzzer_cmd(exe, work, seconds=None, fork=True):
+    """libFuzzer on a fresh corpus folder, the seeds read beside it.  fork: as `ccdiff fuzz`
+    runs it (ccdiff/fuzzing/engines.py, Libfuzzer), going on after crashes."""
+    (work / "corpus").mkdir()
+    (work / "crashes").mkdir()
+    cmd = [str(exe), f"-artifact_prefix={work / 'crashes'}/"]
+    if fork:
+        cmd += ["-fork=1", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1"]
+    if seconds:
+        cmd.append(f"-max_total_time={seconds}")
+    if USE_DICT:
+        cmd.append(f"-dict={DICT}")
+    return cmd + [str(work / "corpus"), str(SEEDS)]
+
+
 def crash_invariant(plain, env, path: Path) -> str:
     out = subprocess.run([str(plain), str(path)], env=dict(env, CCDIFF_FUZZ_NO_ABORT="1"),
                          capture_output=True, text=True).stderr
@@ -102,6 +122,9 @@ def time_to_finding(spec: str, engine: str, cap: float, exe: Path | None = None)
         if engine == "afl":
             cmd, env = afl_cmd(exe, work / "out"), dict(env, **AFL_ENV, AFL_BENCH_UNTIL_CRASH="1")
             crash_glob = lambda: sorted((work / "out" / "default" / "crashes").glob("id:*"))  # noqa: E731
+        elif engine == "libfuzzer":
+            cmd, env = libfuzzer_cmd(exe, work, fork=False), dict(env, TMPDIR=str(work))
+            crash_glob = lambda: sorted((work / "crashes").glob("crash-*"))  # noqa: E731
         else:
             cmd = hf_cmd(exe, work, exit_on_crash=True)
             crash_glob = lambda: sorted((work / "crashes").glob("*.fuzz"))  # noqa: E731
@@ -157,6 +180,16 @@ def throughput(spec: str, engine: str, seconds: int, exe: Path | None = None, ke
                      (line.partition(":") for line in
                       (work / "out" / "default" / "fuzzer_stats").read_text().splitlines())}
             return float(stats["execs_done"]) / max(float(stats["run_time"]), 1)
+        if engine == "libfuzzer":
+            out = subprocess.run(libfuzzer_cmd(exe, work, seconds), env=dict(env, TMPDIR=str(work)),
+                                 capture_output=True, text=True, stdin=subprocess.DEVNULL, preexec_fn=pin)
+            if keep:
+                shutil.copytree(work / "corpus", keep)
+            # The parent's line after each job: "#RUNS: cov: ... time: Ss job: J ..."
+            rows = re.findall(r"^#(\d+): cov: .* time: (\d+)s", out.stderr, re.M)
+            if not rows:
+                raise RuntimeError(f"libFuzzer printed no job line for {spec}:\n{out.stderr[-2000:]}")
+            return int(rows[-1][0]) / max(int(rows[-1][1]), 1)
         out = subprocess.run(hf_cmd(exe, work, seconds), env=env, capture_output=True, text=True,
                              stdin=subprocess.DEVNULL, preexec_fn=pin)
         if keep:
@@ -180,6 +213,8 @@ def floor_harness(engine: str) -> Path:
     """fz_empty.c in the engine's loop (no stack)."""
     out = fuzz_build_dir() / "tools" / "floor"
     src = [str(driver_dir() / "fz_empty.c"), "-I", str(include_dir()), "-I", str(driver_dir()), "-O2"]
+    if engine == "libfuzzer":
+        return _build([program("clang"), "-fsanitize=fuzzer", *src], out / "floor-libfuzzer")
     if engine == "afl":
         # With fz_counters.c compiled plainly, as in every AFL++ harness (nothing to fold here).
         counters = _build([program("clang"), "-c", "-O2", str(driver_dir() / "fz_counters.c")],
@@ -223,7 +258,8 @@ def baseline_harness(baseline: Path, spec: str, engine: str) -> Path | None:
 
 TTF_STACKS = ["quiche@0.26.0"]
 SPEED_STACKS = ["quiche@0.26.0", "quiche@0.30.0", "ngtcp2", "picoquic"]
-ENGINES = ["afl", "honggfuzz"]
+ENGINES = ["afl", "honggfuzz"]           # the default set (run_all.py's too)
+ENGINE_CHOICES = ENGINES + ["libfuzzer"]
 
 
 def _median(found: list):
@@ -291,7 +327,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["ttf", "speed"])
     parser.add_argument("--stack", action="append")
-    parser.add_argument("--engine", action="append", choices=ENGINES)
+    parser.add_argument("--engine", action="append", choices=ENGINE_CHOICES)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cap", type=float, default=300)
     parser.add_argument("--seconds", type=int, default=20)

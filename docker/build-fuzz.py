@@ -17,6 +17,8 @@ from ccdiff.errors import SetupError
 from ccdiff.paths import build_dir
 from ccdiff.stacks import load_recipes, resolve
 
+# Not libfuzzer: a third instrumented build of every stack (minutes per Rust stack) for an
+# engine the compose fuzz profile does not run; `ccdiff fuzz --engine libfuzzer` runs natively.
 ENGINES = ("afl", "honggfuzz")
 SCRATCH = ("src", "target", "work", "gen")    # what build.sh and the fetcher leave besides the library
 

@@ -109,7 +109,7 @@ def test_instrumentation_covers_the_stack_not_the_driver_or_dependencies():
     newest = lambda pattern: max(deps.glob(pattern), key=lambda f: f.stat().st_mtime_ns)  # noqa: E731
     assert _calls_guard(deps / "libquiche.rlib")
     assert not _calls_guard(newest("liblibm-*.rlib")) and not _calls_guard(newest("libsmallvec-*.rlib"))
-    for engine in ("afl", "honggfuzz"):
+    for engine in ("afl", "honggfuzz", "libfuzzer"):
         objects = sorted((harness(resolve("ngtcp2"), engine).parent / f"harness-{engine}-driver").glob("*.o"))
         # AFL++'s harness also has fz_counters.o, which folds the Rust stacks' counters into
         # AFL++'s map (it names the map and the guard allocator; it has no edges of its own).
@@ -257,7 +257,7 @@ def ccdiff(*args, timeout=600):
                           timeout=timeout)
 
 
-@pytest.mark.parametrize("engine", ["afl", "honggfuzz", "hypothesis"])
+@pytest.mark.parametrize("engine", ["afl", "honggfuzz", "libfuzzer", "hypothesis"])
 def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
     """Seconds-long campaign from the no-loss seeds: the engine runs, triage stores the
     death-spiral root cause with a replay command, and a second run resumes."""
@@ -282,6 +282,8 @@ def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
         final = re.findall(rf"\[{engine}\] +(\d+) s ", result.stderr)[-1]
         assert 10 <= int(final) <= 20, result.stderr[-2000:]
         assert re.search(r"triage after the engine stopped: \d+ input\(s\) in \d+ s", result.stderr)
+    if engine == "afl":     # the one line on CPU pinning
+        assert re.search(r"^afl: (pinned|unpinned)", result.stderr, re.M), result.stderr[-2000:]
     report = tmp_path / QUICHE / "report" / "index.html"       # issue 7: a report at the end
     assert report.exists() and "future-recovery-start" in report.read_text()
     again = ccdiff("fuzz", "--stack", QUICHE, "--engine", engine, "--time", "2s", "--findings", str(tmp_path),
@@ -290,7 +292,7 @@ def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
     assert "future-recovery-start (sent-recovery)" not in again.stdout   # stored once, not new
 
 
-@pytest.mark.parametrize("engine", ["afl", "honggfuzz"])
+@pytest.mark.parametrize("engine", ["afl", "honggfuzz", "libfuzzer"])
 def test_engine_stops_at_its_time_while_triage_is_busy(engine, tmp_path):
     """CI's honggfuzz line once said 45 s for --time 10s: the first crash's triage ran long on
     a loaded machine and the engine was stopped only when it returned.  The engine now stops
@@ -321,6 +323,45 @@ def test_engine_stops_at_its_time_while_triage_is_busy(engine, tmp_path):
     assert not interrupted and seen == [False], seen       # stopped while triage was busy
     assert campaign.halted_at is not None and campaign.halted_at - started >= 4
     assert stats["fuzz_seconds"] == campaign.halted_at - started
+
+
+def _fake_proc(root: Path, processes: dict) -> Path:
+    """A /proc with a status file per process: pid -> (name, Cpus_allowed_list)."""
+    for pid, (name, cpus) in processes.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "status").write_text(f"Name:\t{name}\nState:\tS (sleeping)\n"
+                                                f"Cpus_allowed:\tf\nCpus_allowed_list:\t{cpus}\n")
+    return root
+
+
+def test_afl_jobs_get_the_free_cpus_and_the_rest_run_unpinned(tmp_path):
+    """A CPU is taken by an afl-fuzz bound to it alone; an unbound afl-fuzz or another
+    program bound to one takes none.  Jobs get the free CPUs lowest first, then None."""
+    from ccdiff.fuzzing.engines import _cpu_list, afl_bound_cpus, afl_cpus, pinning_line
+    proc = _fake_proc(tmp_path / "proc", {100: ("afl-fuzz", "1"), 101: ("afl-fuzz", "0-3"),
+                                          102: ("python3", "2"), 103: ("afl-fuzz", "3,5")})
+    (tmp_path / "proc" / "self").mkdir()          # not a pid: ignored
+    assert afl_bound_cpus(proc) == {1}
+    assert afl_cpus(3, {0, 1, 2, 3}, proc) == [0, 2, 3]
+    assert afl_cpus(4, {0, 1, 2, 3}, proc) == [0, 2, 3, None]
+    assert afl_cpus(2, {1}, proc) == [None, None]           # the one CPU allowed is taken
+    assert afl_cpus(1, {0, 1}, tmp_path / "empty") == [0]
+    assert _cpu_list("0-3,6") == {0, 1, 2, 3, 6} and _cpu_list("") == set()
+    assert pinning_line(["main", "s1", "s2"], [0, 2, None]) == \
+        "afl: pinned main on CPU 0, s1 on CPU 2; unpinned (no free CPU): s2"
+    assert pinning_line(["main"], [None]) == "afl: pinned no job; unpinned (no free CPU): main"
+
+
+def test_missing_libfuzzer_runtime_names_the_package(tmp_path, monkeypatch):
+    """clang without libclang_rt.fuzzer (Debian's clang only recommends libclang-rt-14-dev):
+    -print-file-name answers the bare name.  The error names the package, exit 2."""
+    from ccdiff.fuzzing.toolchain import libfuzzer_runtime
+    fake = tmp_path / "clang"
+    fake.write_text('#!/bin/sh\ncase "$1" in -dumpversion) echo 14.0.6;; *) echo "${1#-print-file-name=}";; esac\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    with pytest.raises(SetupError, match=r"libclang_rt\.fuzzer.*libclang-rt-14-dev"):
+        libfuzzer_runtime()
 
 
 def test_afl_counters_are_live_while_it_runs(tmp_path):

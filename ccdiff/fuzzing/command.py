@@ -1,4 +1,4 @@
-"""`ccdiff fuzz --stack SPEC --engine afl|honggfuzz|hypothesis --time DURATION [--jobs N]`."""
+"""`ccdiff fuzz --stack SPEC --engine afl|honggfuzz|libfuzzer|hypothesis|atheris --time DURATION [--jobs N]`."""
 from __future__ import annotations
 
 import re
@@ -42,12 +42,12 @@ def worker_name(text: str) -> str:
 
 def add_parser(sub) -> None:
     from ..cli_help import Once, add_command
-    p = add_command(sub, "fuzz", summary="fuzz a stack's controller (AFL++, honggfuzz, Hypothesis or atheris), "
-                    "with triage",
-                    description="Fuzz a stack's controller with AFL++, honggfuzz (coverage-guided, in-process "
-                    "harnesses, fuzz/driver/), Hypothesis (generated event streams, the oracle in the loop) "
+    p = add_command(sub, "fuzz", summary="fuzz a stack's controller (AFL++, honggfuzz, libFuzzer, Hypothesis or "
+                    "atheris), with triage",
+                    description="Fuzz a stack's controller with AFL++, honggfuzz, libFuzzer (coverage-guided, "
+                    "in-process harnesses, fuzz/driver/), Hypothesis (generated event streams, the oracle in the loop) "
                     "or atheris (libFuzzer for Python: coverage-guided, in process, for a stack whose "
-                    "controller is Python, such as aioquic, which AFL++ and honggfuzz cannot drive). "
+                    "controller is Python, such as aioquic, which the C harnesses cannot drive). "
                     "Findings are replayed through the oracle, deduplicated and minimized into "
                     "FINDINGS/<stack>/<signature>/reproducer.jsonl; with --against BASELINE, the inputs on which "
                     "the two builds differ, into FINDINGS/<stack>/against-<baseline>/. A checkout built with "
@@ -61,6 +61,7 @@ def add_parser(sub) -> None:
                     "when a difference is stored; 2 setup errors or a run that executed no input.",
                     examples=["ccdiff fuzz --stack quiche@0.26.0 --engine afl --time 10m",
                               "ccdiff fuzz --stack ngtcp2 --engine honggfuzz --time 1h --jobs 4",
+                              "ccdiff fuzz --stack ngtcp2 --engine libfuzzer --time 10m",
                               "ccdiff fuzz --stack quiche@0.26.0 --engine hypothesis --time 90s",
                               "ccdiff fuzz --stack aioquic --engine atheris --time 10m",
                               "ccdiff fuzz --stack ngtcp2@git-1a2b3c4d5e --against ngtcp2@1.25.0 --engine afl "
@@ -74,14 +75,17 @@ def add_parser(sub) -> None:
                    "candidate, which the engine fuzzes) and this baseline build differ -- in any snapshot "
                    "field at some event, or in an invariant one violates and the other does not -- into "
                    "FINDINGS/<candidate>/against-<baseline>/ (docs/fuzzing.md)")
-    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "hypothesis", "atheris"],
-                   help="afl and honggfuzz mutate bytes (fuzz/install-deps.sh installs them; C and Rust "
-                   "stacks); hypothesis generates event streams in Python (every stack); atheris mutates "
-                   "bytes with Python coverage (Python stacks, e.g. aioquic; pip install atheris)")
+    p.add_argument("--engine", required=True, choices=["afl", "honggfuzz", "libfuzzer", "hypothesis", "atheris"],
+                   help="afl, honggfuzz and libfuzzer mutate bytes (fuzz/install-deps.sh installs them; C and "
+                   "Rust stacks; AFL++ jobs are pinned each to a free CPU where there is one; libfuzzer runs "
+                   "clang's libFuzzer in fork mode, so it goes on after a crash); hypothesis generates event "
+                   "streams in Python (every stack); atheris mutates bytes with Python coverage (Python "
+                   "stacks, e.g. aioquic; pip install atheris)")
     p.add_argument("--time", required=True, metavar="DURATION",
                    help="fuzzing time, not counting the build, e.g. 90s, 10m, 1h30m")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="parallel fuzzers: AFL++ -M/-S instances, honggfuzz threads (default 1; "
+                   help="parallel fuzzers: AFL++ -M/-S instances, honggfuzz threads, libFuzzer -fork jobs "
+                   "(default 1; "
                    "hypothesis runs one)")
     p.add_argument("--worker", default="", metavar="NAME",
                    help="run as one of several workers (processes or containers) sharing one findings "
@@ -94,7 +98,7 @@ def add_parser(sub) -> None:
                    help="in-process invariants that abort (default: numeric-error, cwnd-below-minimum, "
                    "future-recovery-start, adapter-error)")
     p.add_argument("--no-queue", action="store_true",
-                   help="afl/honggfuzz: triage only the inputs the harness aborted on, not every "
+                   help="afl/honggfuzz/libfuzzer: triage only the inputs the harness aborted on, not every "
                    "corpus entry that added coverage")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report of the stored findings (FINDINGS/<stack>/report/)")
@@ -112,7 +116,7 @@ MIN_EXECUTIONS = 1
 
 class Status:
     """One live line on a terminal; a line every 10 s otherwise.  Words per engine:
-    AFL++ and honggfuzz execute inputs, measure coverage and keep the inputs on which the
+    AFL++, honggfuzz and libFuzzer execute inputs, measure coverage and keep the inputs on which the
     harness aborted (an in-process invariant or a crash); Hypothesis generates examples in
     rounds and stops a round on an example that violates an invariant."""
 
@@ -163,7 +167,7 @@ def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=
             return
         done.add(path)
         data = path.read_bytes()
-        if campaign is None or triage.add_native_crash(data, engine, campaign.exe, campaign.direct_env,
+        if campaign is None or triage.add_native_crash(data, engine, campaign.runner, campaign.direct_env,
                                                        str(path)) is None:
             triage.add_input(data, engine, str(path))
 
@@ -203,7 +207,7 @@ def cmd_fuzz(args) -> int:
         triage = DiffTriage(Path(args.findings), args.stack, target.label, args.against, baseline.label)
     else:
         triage = Triage(Path(args.findings), args.stack, target.label)
-    if target.recipe.language == "python" and args.engine in ("afl", "honggfuzz"):
+    if target.recipe.language == "python" and args.engine in ("afl", "honggfuzz", "libfuzzer"):
         raise SetupError(f"{args.stack}: a Python stack runs in process, with no C harness for {args.engine}; "
                          "use --engine atheris (coverage-guided) or --engine hypothesis")
     if args.engine == "atheris":
@@ -211,7 +215,7 @@ def cmd_fuzz(args) -> int:
         require()
         if target.recipe.language != "python":
             raise SetupError(f"{args.stack}: --engine atheris instruments Python code; a "
-                             f"{target.recipe.language or 'native'} stack is fuzzed with afl or honggfuzz")
+                             f"{target.recipe.language or 'native'} stack is fuzzed with afl, honggfuzz or libfuzzer")
     campaign = _build(args, target, triage.folder / ".work", seeds, worker)
     status = Status(args.engine)
     known = set(triage.stored)
@@ -264,7 +268,7 @@ def _summary_against(triage, new: list, compared: int) -> int:
 
 def _build(args, target, work: Path, seeds: Path, worker: str):
     """Everything the run needs built, before the clock starts: the ordinary build (triage
-    replays through it) and, for AFL++ and honggfuzz, the instrumented harness (the
+    replays through it) and, for AFL++, honggfuzz and libFuzzer, the instrumented harness (the
     Campaign builds it).  Returns the campaign, or None for Hypothesis and atheris (in process)."""
     print(f"building {target.label} for {args.engine} (not counted in --time) ...", file=sys.stderr, flush=True)
     began = time.monotonic()

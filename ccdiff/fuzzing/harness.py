@@ -13,6 +13,13 @@ Engines and how the adapter is instrumented:
              both callbacks; its value profile reads the comparisons).  Folder sancov/.
              The harness links libhfuzz, whose main() runs LLVMFuzzerTestOneInput in
              persistent mode.
+  libfuzzer  C stacks: clang -fsanitize-coverage=inline-8bit-counters,pc-table,trace-cmp;
+             Rust stacks: the sancov pass with the same three.  Folder libfuzzer/ (C),
+             sancov-libfuzzer/ (Rust).  The harness is the driver linked with clang's
+             -fsanitize=fuzzer (libFuzzer's main runs LLVMFuzzerTestOneInput in process).
+             Not honggfuzz's build: clang 14's libFuzzer refuses trace-pc-guard at start
+             ("-fsanitize-coverage=trace-pc-guard is no longer supported by libFuzzer")
+             and reads only inline 8-bit counters with their PC table.
   plain      gcc, the stack's ordinary library: replays files (tests, CI, triage).
 The driver (fz_harness.c and the decoder, ledger and checks it calls) is never
 instrumented: its edges are not the stack's, and under an engine each one cost a
@@ -35,7 +42,7 @@ from pathlib import Path
 from ..build import ensure_built, fetch, is_checkout_version, recipe_digest, unpack
 from ..errors import SetupError
 from ..stacks import LIBRARY_NAME, Target
-from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program
+from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, libfuzzer_runtime, program
 
 DRIVER_SOURCES = ("fz_harness.c", "fz_check.c", "fz_decode.c", "fz_ledger.c")
 # What a harness's stamp records besides the library: a change to any of them rebuilds it.
@@ -57,6 +64,16 @@ RUST_SANCOV_AFL = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-lev
                    "-C llvm-args=-sanitizer-coverage-inline-8bit-counters")
 # The library's counters constructor calls it in the harness executable (fz_main.c).
 AFL_EXPORTS = "-Wl,--export-dynamic-symbol=__sanitizer_cov_8bit_counters_init"
+# libFuzzer's Rust build: the counters and PC table it reads (clang 14's libFuzzer stops at
+# start on trace-pc-guard, so honggfuzz's build cannot serve it), and the comparisons its
+# value profile and CMP table read.
+RUST_SANCOV_LIBFUZZER = ("-C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=3 "
+                         "-C llvm-args=-sanitizer-coverage-inline-8bit-counters "
+                         "-C llvm-args=-sanitizer-coverage-pc-table "
+                         "-C llvm-args=-sanitizer-coverage-trace-compares")
+# The same for a C stack: -fsanitize=fuzzer-no-link without indirect-calls and stack-depth
+# (neither is read by default; stack-depth adds a thread-local store per function).
+SANCOV_LIBFUZZER = "-fsanitize-coverage=inline-8bit-counters,pc-table,trace-cmp"
 # The crates the sancov pass instruments are each Rust stack's own data: `sancov_crates` in
 # its folder's coverage.toml, the one holding the controller and the adapter (lib name
 # ccdiff_adapter).  Their dependencies (libm, smallvec, slab, ...) are not the controller;
@@ -64,7 +81,7 @@ AFL_EXPORTS = "-Wl,--export-dynamic-symbol=__sanitizer_cov_8bit_counters_init"
 # UBSan reports and carries on by default; a fuzzer only sees a crash.
 ASAN = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 NO_RECOVER = "-fno-sanitize-recover=undefined"
-ENGINES = ("afl", "honggfuzz", "plain")
+ENGINES = ("afl", "honggfuzz", "libfuzzer", "plain")
 
 
 def _run(cmd: list, env: dict, log: Path, what: str) -> None:
@@ -136,8 +153,9 @@ def _variant(target: Target, engine: str, sanitize: bool) -> str:
     if sanitize and rust:
         raise SetupError(f"{target.label}: --sanitize applies to the C stacks (quiche is Rust; "
                          "overflow checks and debug assertions are always on)")
-    # Rust: one sancov build per engine (AFL++'s without the comparison callbacks).
-    base = ("sancov-afl" if engine == "afl" else "sancov") if rust else engine
+    # Rust: one sancov build per engine (AFL++'s without the comparison callbacks,
+    # libFuzzer's with counters and a PC table instead of guard callbacks).
+    base = ({"afl": "sancov-afl", "libfuzzer": "sancov-libfuzzer"}.get(engine, "sancov")) if rust else engine
     return base + ("-asan" if sanitize else "")
 
 
@@ -165,12 +183,12 @@ def adapter_library(target: Target, engine: str, sanitize: bool = False) -> Path
         if crates is None:
             raise SetupError(f"{target.label}: name the crates to instrument (the controller's and "
                              f"ccdiff_adapter) as sancov_crates in {target.recipe.folder / 'coverage.toml'}")
-        sancov = RUST_SANCOV_AFL if engine == "afl" else RUST_SANCOV
+        sancov = {"afl": RUST_SANCOV_AFL, "libfuzzer": RUST_SANCOV_LIBFUZZER}.get(engine, RUST_SANCOV)
         knobs.update(RUSTFLAGS=sancov_cfg(crates, sancov), CCDIFF_SANCOV_RUSTFLAGS=sancov,
                      CCDIFF_SANCOV_CRATES=crates,
                      CARGO_BUILD_TARGET="x86_64-unknown-linux-gnu")
     else:
-        extra = [SANCOV] if engine == "honggfuzz" else []
+        extra = {"honggfuzz": [SANCOV], "libfuzzer": [SANCOV_LIBFUZZER]}.get(engine, [])
         if sanitize:  # build.sh adds -fsanitize=address,undefined itself
             extra.append(NO_RECOVER)
         knobs.update(CC=program("afl-clang-fast") if engine == "afl" else program("clang"),
@@ -212,8 +230,9 @@ def harness(target: Target, engine: str, sanitize: bool = False) -> Path:
             return _harness(target, engine, sanitize)
     except OSError as exc:      # a read-only build folder: the harness was not pre-built
         raise SetupError(f"the {engine} harness for {target.label} is not built and cannot be built "
-                         f"in {fuzz_build_dir()} ({exc.strerror}); the fuzzer image pre-builds the "
-                         "stacks named in its FUZZ_TARGETS build argument (docs/containers.md)") from None
+                         f"in {fuzz_build_dir()} ({exc.strerror}); the fuzzer image pre-builds the AFL++ and "
+                         "honggfuzz harnesses of the stacks named in its FUZZ_TARGETS build argument "
+                         "(docs/containers.md; libFuzzer's: run it natively)") from None
 
 
 def _harness(target: Target, engine: str, sanitize: bool) -> Path:
@@ -247,6 +266,11 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
     if engine == "afl":
         cmd = [program("afl-clang-fast"), *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link,
                AFL_EXPORTS]
+    elif engine == "libfuzzer":
+        # libFuzzer's runtime and main; the driver objects above stay plain (the flag at link
+        # time instruments nothing, it adds libclang_rt.fuzzer).
+        libfuzzer_runtime()
+        cmd = [program("clang"), *flags, "-fsanitize=fuzzer", "-o", str(exe), *srcs, *link]
     elif engine == "honggfuzz":
         home = honggfuzz_home()
         cmd = [program("clang"), *flags, "-o", str(exe), *srcs,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from ..errors import SetupError
@@ -39,3 +40,24 @@ def honggfuzz_home() -> Path:
         if not (home / part).exists():
             raise SetupError(f"honggfuzz is not built ({home / part} missing); {INSTALL_HINT}")
     return home
+
+
+def libfuzzer_runtime() -> Path:
+    """clang's libFuzzer (libclang_rt.fuzzer), which -fsanitize=fuzzer links: Debian ships it
+    in libclang-rt-<major>-dev, only a recommendation of the clang package, so a clang
+    installed with --no-install-recommends links nothing and says only that a file is missing."""
+    clang = program("clang")
+    try:
+        found = subprocess.run([clang, "-print-file-name=libclang_rt.fuzzer-x86_64.a"], capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+        major = subprocess.run([clang, "-dumpversion"], capture_output=True, text=True,
+                               timeout=30).stdout.strip().split(".")[0]
+    except (OSError, subprocess.SubprocessError):
+        found, major = "", ""
+    path = Path(found)
+    if not path.is_absolute() or not path.exists():
+        package = f"libclang-rt-{major}-dev" if major.isdigit() else "libclang-rt-<clang major>-dev"
+        raise SetupError(f"libFuzzer's runtime (libclang_rt.fuzzer-x86_64.a) is not installed for {clang}: "
+                         f"install the Debian package {package} (apt-get install {package}; "
+                         "bash setup/install.sh system fuzz installs it)")
+    return path
