@@ -242,15 +242,8 @@ class _IdleCampaign:
     that never gets an input, an engine stuck in calibration): only the exit-code logic
     of `ccdiff fuzz` is under test here."""
 
-    halted_at = None
-
     def __init__(self, *args, **kwargs):
         self.started = False
-
-    def halt_at(self, deadline):
-        """No engine process to stop on time: a timer never started (cancel() works)."""
-        import threading
-        return threading.Timer(0, lambda: None)
 
     def executions(self):
         return 0
