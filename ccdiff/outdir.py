@@ -215,10 +215,14 @@ class OutputFolder:
         return self
 
     def __exit__(self, kind, exc, tb):
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        self._unlock()
+        # The manifest's close flushes, and fails on a full disk: the folder's lock (a file
+        # descriptor on it) is released all the same, or the process keeps the folder busy.
+        try:
+            if self._log is not None:
+                log, self._log = self._log, None
+                log.close()
+        finally:
+            self._unlock()
         return False
 
     def _unlock(self) -> None:

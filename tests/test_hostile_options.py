@@ -362,5 +362,10 @@ def test_full_disk_is_exit_2(tmp_path):
             assert code == EXIT_ERROR, (argv, code, err[-800:])
             assert "Traceback" not in err and len(err.strip().splitlines()) >= 1
             assert "No space left on device" in err.strip().splitlines()[-1], err[-800:]
+        # Nothing of the folders it refused to fill stays open in this process (a lock left
+        # on the report folder kept the tmpfs busy: umount failed, pytest could not clean up).
+        held = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                if os.path.exists(f"/proc/self/fd/{fd}") and str(disk) in os.readlink(f"/proc/self/fd/{fd}")]
+        assert held == []
     finally:
         subprocess.run(["umount", str(disk)], check=False)
