@@ -89,7 +89,7 @@ from types import SimpleNamespace
 from ccdiff.fuzzing.command import _triage_files
 from ccdiff.fuzzing.triage import Triage
 triage = Triage(Path({str(tmp_path / "findings")!r}), {spec!r}, {spec!r})
-campaign = SimpleNamespace(exe=Path({str(harness)!r}), direct_env={{}})
+campaign = SimpleNamespace(exe=Path({str(harness)!r}), runner=Path({str(harness)!r}), direct_env={{}})
 _triage_files(triage, [Path({str(crash)!r})], "afl", set(), campaign)
 print(sorted(triage.stored))
 """
@@ -125,7 +125,7 @@ from ccdiff.encoding import decode
 from ccdiff.replay import replay
 from ccdiff.trace import load_trace
 triage = Triage(Path({str(tmp_path / "findings")!r}), {spec!r}, {spec!r})
-campaign = SimpleNamespace(exe=Path({str(harness)!r}), direct_env={{}})
+campaign = SimpleNamespace(exe=Path({str(harness)!r}), runner=Path({str(harness)!r}), direct_env={{}})
 _triage_files(triage, [Path({str(crash)!r}), Path({str(calm)!r})], "afl", set(), campaign)
 stored = triage.stored["native-crash--signal-11"]
 small = load_trace(str(stored.folder / "reproducer.jsonl"))
