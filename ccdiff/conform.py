@@ -103,7 +103,7 @@ def _run_case(case: tuple) -> dict:
             _WORKER_RECIPES.update(load_recipes())
         target = labelled_target(item, _WORKER_RECIPES)
         if mode == "connection":
-            return _connection_case(scenario, target, seed, trace_dir, keep)
+            return _connection_case(scenario, target, split_label(item)[1], seed, trace_dir, keep)
         else:
             result = simulate(scenario, target, seed, record=keep != "none")
             text = result.trace_text if result.trace is not None else None
@@ -140,13 +140,14 @@ def _keep(trace_dir: str, scenario, stack: str, name: str, text: str) -> str:
     return str(rel)
 
 
-def _connection_case(scenario, target, seed: int, trace_dir, keep: str) -> dict:
+def _connection_case(scenario, target, spec: str, seed: int, trace_dir, keep: str) -> dict:
     """One stack's own connection (docs/connection-mode.md), its outcome judged as the seed's
     test judges it, and its own events -- the client's qlog, imported -- through the adapter
     and every invariant (ccdiff/connection/confirm.py), recorded as `own_events` beside the
     verdict, with the one command that shows them again.  The qlog itself is not kept: the
     stack's connection IDs in it are random (aioquic's), so it is not byte for byte the same
-    from one run to the next, and the command writes it again."""
+    from one run to the next, and the command writes it again.  spec: the stack's SPEC, which
+    the adapter replay and the command name (a `NAME=SPEC` item's target carries NAME)."""
     from .connection import run_connection
     from .connection.confirm import case_own_events, judge_qlog
     with tempfile.TemporaryDirectory(prefix="ccdiff-own-events-") as work:
@@ -156,11 +157,11 @@ def _connection_case(scenario, target, seed: int, trace_dir, keep: str) -> dict:
         doc.setdefault("findings", [])
         if qlog.is_file() and result.status != "error":
             try:
-                doc["own_events"] = case_own_events(judge_qlog(str(qlog), target.label))
+                doc["own_events"] = case_own_events(judge_qlog(str(qlog), spec))
             except Exception as exc:   # a log the importer refuses, or ccdiff's own slip: said, and
                 # the connection's verdict, which does not rest on it, stands
                 doc["own_events"] = {"error": f"{type(exc).__name__}: {exc}"}
-            doc["own_events"]["command"] = replay_command(scenario, target.label, seed, "connection") + \
+            doc["own_events"]["command"] = replay_command(scenario, spec, seed, "connection") + \
                 f" --qlog {shlex.quote(f'seed-{seed}.qlog')}"
     if trace_dir and result.records and (keep == "all" or doc["status"] != "pass"):
         # The record (docs/connection-mode.md) is not a replayable trace: its own name says

@@ -65,6 +65,18 @@ def test_conform_drives_the_stacks_own_connections_and_keeps_failing_records(tmp
     assert json.loads((out / "summary.json").read_text()) == summary
 
 
+def test_a_named_stack_has_its_own_events_judged_under_its_spec(tmp_path):
+    """`NAME=SPEC` (run_conform's items, as bench/mutation.py names its builds): the case is
+    reported as NAME, its own events are replayed through SPEC's adapter and the case's
+    command names SPEC (NAME is no stack ccdiff could resolve)."""
+    from ccdiff.conform import run_conform
+    summary = run_conform(["mine=aioquic"], [load_scenario(str(short_scenario(tmp_path)))], [0],
+                          tmp_path / "out", jobs=1, mode="connection")
+    (case,) = [c for c in summary["cases"] if c["stack"] == "mine"]
+    assert "error" not in case["own_events"] and case["own_events"]["events"] > 0, case["own_events"]
+    assert "--stack aioquic --seed 0 --qlog seed-0.qlog" in case["own_events"]["command"]
+
+
 def test_connection_shards_merge_to_the_whole_run(tmp_path, capsys):
     scenario = short_scenario(tmp_path)
     args = ["conform", "--mode", "connection", "--stack", "aioquic", "--scenarios", str(scenario),
