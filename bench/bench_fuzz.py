@@ -27,6 +27,18 @@
       --baseline DIR: also runs the harnesses of an earlier build folder (a
       CCDIFF_FUZZ_BUILD_DIR that an earlier commit built; each harness with the adapter
       library beside it), alternating with this commit's, for a before/after ratio.
+  python3 bench/bench_fuzz.py strict [--runs 5] [--cap 60] [--bug NAME ...] [--engine E ...]
+      Time to a real bug on strict inputs (issue 36): for each bug in REAL_BUGS (the real bugs
+      ccdiff has found, each a stack and the signatures its strict reproducer shows) and each
+      engine that can fuzz that stack, the seconds of fuzzing until the engine generated an
+      input whose triage stores that bug with a *strict* reproducer (one a real connection's
+      loss detection can produce: docs/trace-format.md), median of --runs.  The engine runs
+      as `ccdiff fuzz` runs it (its seeds, dictionary, one job pinned to a core) while this
+      process triages its corpus on the other core, in the order the engine wrote it; the time
+      is when the engine wrote the input (its file's mtime), so triage's own speed does not
+      count.  In-process engines (Hypothesis, atheris: aioquic) triage as they go, and their
+      time is when the finding was stored.  A run that reaches --cap seconds of fuzzing
+      without it is a miss; the median is then over misses as "> cap".
 Results go to stdout as a Markdown table and to bench/results/fuzz-<mode>.json.
 """
 from __future__ import annotations
@@ -47,6 +59,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ccdiff.fuzzing.harness import DRIVER_SOURCES, harness, harness_env  # noqa: E402
+from ccdiff.fuzzing.command import DEFAULT_DICT, DEFAULT_SEEDS  # noqa: E402
+from ccdiff.fuzzing.conclude import require_built  # noqa: E402
+from ccdiff.fuzzing.triage import Triage, signatures  # noqa: E402
+from ccdiff.fuzzing.verdicts import reachability_of  # noqa: E402
+from ccdiff.trace import load_trace  # noqa: E402
 from ccdiff.fuzzing.toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, program  # noqa: E402
 from ccdiff.build import ensure_built  # noqa: E402
 from ccdiff.stacks import resolve  # noqa: E402
@@ -250,14 +267,20 @@ def controller_bound(spec: str, corpus: Path, seconds: float = 3) -> dict:
 
 
 def baseline_harness(baseline: Path, spec: str, engine: str) -> Path | None:
-    """The same harness in an earlier build folder (same layout), if it is there."""
+    """The same harness in an earlier build folder, if it is there: at the same path, or
+    in any variant folder of the same stack and version (the Rust builds' folder was
+    sancov/ for every engine before it became sancov-<engine>/)."""
     here = harness(resolve(spec), engine)
     old = baseline / here.relative_to(fuzz_build_dir())
-    return old if old.exists() else None
+    if old.exists():
+        return old
+    found = sorted((baseline / old.parent.parent.relative_to(baseline)).glob(f"*/{here.name}"))
+    return found[0] if found else None
 
 
 TTF_STACKS = ["quiche@0.26.0"]
-SPEED_STACKS = ["quiche@0.26.0", "quiche@0.30.0", "ngtcp2", "picoquic"]
+# The stacks of issue 36's table: the two C stacks and the three Rust ones.
+SPEED_STACKS = ["picoquic@1.1.53.0", "ngtcp2@1.25.0", "quiche@0.26.0", "quinn@0.11.19", "s2n-quic@0.91.0"]
 ENGINES = ["afl", "honggfuzz"]           # the default set (run_all.py's too)
 ENGINE_CHOICES = ENGINES + ["libfuzzer"]
 
@@ -323,13 +346,215 @@ def speed_line(r: dict) -> str:
             f"{r['bound']['plain_harness']} | {bound} | {r['execs_per_sec'] / bound:.3f} |")
 
 
+class RealBug:
+    """One real bug ccdiff has found, as a campaign's findings folder shows it: the stack,
+    the invariants (and, where the invariant alone would take in another bug, the shape)
+    of its signature, and what tells it from another cause of the same invariant: a fixed
+    release on which the reproducer must not fire (clean_on), or, for an idle bug, that it
+    no longer fires once every idle period is cut to 1 ms (idle, without_idle())."""
+
+    def __init__(self, name, stack, invariants, shape=None, clean_on=None, idle=False, where=""):
+        self.name, self.stack, self.invariants = name, stack, set(invariants)
+        self.shape, self.clean_on, self.idle, self.where = shape, clean_on, idle, where
+
+    def engines(self) -> list:
+        return PYTHON_ENGINES if resolve(self.stack).recipe.language == "python" else NATIVE_ENGINES
+
+    def shown_by(self, triage: Triage, checked: dict) -> str | None:
+        """The key of a stored finding that is this bug on a strict reproducer, or None."""
+        for key, stored in sorted(triage.stored.items()):
+            sig = stored.signature
+            if sig.invariant not in self.invariants or (self.shape and sig.shape != self.shape):
+                continue
+            if reachability_of(stored.folder) != "strict":
+                continue
+            if self.clean_on or self.idle:
+                repro = stored.folder / "reproducer.jsonl"
+                mark = (key, repro.stat().st_mtime_ns)
+                if mark not in checked:
+                    trace = load_trace(str(repro))
+                    checked[mark] = not ((self.clean_on and key in signatures(trace, self.clean_on))
+                                         or (self.idle and key in signatures(without_idle(trace), self.stack)))
+                if not checked[mark]:
+                    continue
+            return key
+        return None
+
+
+def without_idle(trace):
+    """TRACE with every silence longer than 1 ms in which nothing was in flight cut to 1 ms
+    (later events moved back): an idle bug's reproducer no longer shows it."""
+    from ccdiff.trace import Ack, Lost, Sent
+    flight, shift, last, events = set(), 0, None, []
+    for ev in trace.events:
+        if last is not None and not flight and ev.t - last > 1000:
+            shift += ev.t - last - 1000
+        last = ev.t
+        events.append(ev._replace(t=ev.t - shift))
+        if isinstance(ev, Sent):
+            flight.add(ev.pn)
+        elif isinstance(ev, (Ack, Lost)):
+            flight.difference_update(ev.pns)
+    return type(trace)(trace.header, events, trace.source)
+
+
+NATIVE_ENGINES = ["afl", "honggfuzz", "libfuzzer"]
+PYTHON_ENGINES = ["atheris", "hypothesis"]
+
+# The real bugs of docs/fuzzing.md ("Campaigns") and the profiles' [[known]] entries.
+REAL_BUGS = [
+    RealBug("quiche 0.26.0 death spiral", "quiche@0.26.0", ["future-recovery-start", "stuck-at-minimum"],
+            clean_on="quiche@0.26.1", where="idle measured from the last send moves the recovery start "
+            "into the future (profile cubic-idle-shift-death-spiral, fixed in 0.26.1)"),
+    RealBug("quiche timer-loss recovery start", "quiche@0.30.0", ["future-recovery-start"],
+            where="the idle-restart fix overshoots after a time-threshold loss "
+            "(fuzz/reproducers/timer-loss-idle-restart.jsonl)"),
+    RealBug("picoquic uncapped W_cubic after idle", "picoquic@1.1.53.0", ["idle-inflation", "ca-growth-bound"],
+            shape="ack-congestion_avoidance", idle=True, where="t counted from the last sender-limited time "
+            "(fuzz/reproducers/picoquic-idle-uncapped-wcubic.jsonl)"),
+    RealBug("ngtcp2 idle inflation", "ngtcp2@1.25.0", ["idle-inflation"], idle=True,
+            where="fuzz/reproducers/ngtcp2-idle-inflation.jsonl"),
+    RealBug("quinn idle inflation", "quinn@0.11.19", ["idle-inflation"], idle=True,
+            where="fuzz/reproducers/quinn-idle-inflation.jsonl"),
+    RealBug("s2n-quic idle inflation", "s2n-quic@0.91.0", ["idle-inflation"], idle=True,
+            where="fuzz/reproducers/s2n-quic-idle-inflation.jsonl"),
+    RealBug("aioquic idle inflation", "aioquic@1.7.2", ["idle-inflation"], idle=True,
+            where="docs/fuzzing.md, aioquic"),
+    RealBug("aioquic growth in recovery", "aioquic@1.7.2", ["growth-in-recovery"],
+            where="Cubic's on_packet_acked has no recovery check (congestion/cubic.py)"),
+]
+
+
+class _Reached(Exception):
+    pass
+
+
+def time_to_strict(bug: RealBug, engine: str, cap: float, seeds: Path, triage_budget: float = 60) -> dict:
+    """One campaign of ENGINE on BUG's stack, in a fresh findings folder: the seconds of
+    fuzzing until the engine produced an input whose triage stores BUG strictly.  Triage
+    goes on after the cap for at most triage_budget seconds, through what the engine wrote
+    before it (libFuzzer's fork mode writes a crash per job: hundreds a minute on a stack
+    that crashes often)."""
+    target = resolve(bug.stack)
+    require_built(target)
+    checked: dict = {}
+    # ignore_cleanup_errors: a libFuzzer job may still be writing into its folder as it dies.
+    with tempfile.TemporaryDirectory(prefix="ccdiff-strict-", ignore_cleanup_errors=True) as tmp:
+        triage = Triage(Path(tmp), bug.stack, target.label)
+        try:
+            return _campaign_run(bug, engine, cap, seeds, triage, checked, triage_budget)
+        finally:
+            triage.close()
+
+
+def _campaign_run(bug: RealBug, engine: str, cap: float, seeds: Path, triage: Triage, checked: dict,
+                  triage_budget: float) -> dict:
+    """The engine on the corpus this process triages, in the order the engine wrote it."""
+    if engine in PYTHON_ENGINES:
+        return _in_process_run(bug, engine, cap, seeds, triage, checked)
+    from ccdiff.fuzzing.engines import ENGINES
+    campaign = ENGINES[engine](resolve(bug.stack), triage.folder / ".work", seeds, ROOT / DEFAULT_DICT)
+    started_wall, started = time.time(), time.monotonic()
+    campaign.start()
+    deadline = campaign.halt_at(started + cap)
+    done, key, at = set(), None, None
+    try:
+        while key is None and time.monotonic() - started < cap + triage_budget:
+            running = campaign.running()
+            crashes = set(campaign.crash_files())
+            fresh = sorted((f for f in list(crashes) + campaign.queue_files() if f not in done),
+                           key=lambda f: f.stat().st_mtime)
+            for path in fresh:
+                done.add(path)
+                written = path.stat().st_mtime - started_wall
+                if written > cap:
+                    continue
+                data = path.read_bytes()
+                if path in crashes and triage.add_native_crash(data, engine, campaign.runner,
+                                                               campaign.direct_env, str(path)) is not None:
+                    continue      # the stack's own code crashed on it: stored as such
+                triage.add_input(data, engine, str(path))
+                key = bug.shown_by(triage, checked)
+                if key:
+                    at = max(0.0, written)
+                    break
+            if not fresh:
+                if not running:
+                    break
+                time.sleep(0.2)
+    finally:
+        deadline.cancel()
+        campaign.halt()
+    return {"seconds": round(at, 2) if at is not None else None, "signature": key,
+            "triaged": len(done), "stored": sorted(triage.stored)}
+
+
+
+
+def _in_process_run(bug: RealBug, engine: str, cap: float, seeds: Path, triage: Triage, checked: dict) -> dict:
+    """Hypothesis or atheris, which triage as they go: stopped as soon as BUG is stored strictly."""
+    from ccdiff.fuzzing import atheris_engine, hypo
+    started = time.monotonic()
+    found = {}
+
+    def progress(stats, new):
+        key = bug.shown_by(triage, checked)
+        if key:
+            found.update(key=key, seconds=time.monotonic() - started)
+            raise _Reached
+    work = triage.folder / ".work"
+    try:
+        if engine == "atheris":
+            atheris_engine.run(bug.stack, triage.stack_label, triage, cap, work, seeds, progress)
+        else:
+            hypo.run(bug.stack, triage, cap, work / "hypothesis-db", progress)
+        progress({}, [])
+    except _Reached:
+        pass
+    seconds = found.get("seconds")
+    return {"seconds": round(seconds, 2) if seconds is not None and seconds <= cap else None,
+            "signature": found.get("key"), "stored": sorted(triage.stored)}
+
+
+def strict_rows(bugs, engines, runs: int, cap: float, seeds: Path, on_row=None) -> list:
+    rows = []
+    for bug in bugs:
+        for engine in bug.engines():
+            if engines and engine not in engines:
+                continue
+            found = [time_to_strict(bug, engine, cap, seeds) for _ in range(runs)]
+            times = sorted(r["seconds"] if r["seconds"] is not None else float("inf") for r in found)
+            median = statistics.median(times)
+            rows.append({"bug": bug.name, "stack": bug.stack, "engine": engine, "runs": found,
+                         "reached": sum(r["seconds"] is not None for r in found),
+                         "median_s": None if median == float("inf") else round(median, 2),
+                         "signatures": sorted({r["signature"] for r in found if r["signature"]})})
+            if on_row:
+                on_row(rows[-1])
+    return rows
+
+
+STRICT_HEADER = ("| real bug | stack | engine | runs: seconds to a strict reproducer | reached | median (s) "
+                 "| signature |\n|---|---|---|---|---|---|---|")
+
+
+def strict_line(r: dict, cap: float) -> str:
+    times = ", ".join(f"{x['seconds']:.1f}" if x["seconds"] is not None else f">{cap:.0f}" for x in r["runs"])
+    median = f"{r['median_s']:.1f}" if r["median_s"] is not None else f"> {cap:.0f}"
+    return (f"| {r['bug']} | {r['stack']} | {r['engine']} | {times} | {r['reached']}/{len(r['runs'])} | "
+            f"{median} | {', '.join(r['signatures']) or '-'} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["ttf", "speed"])
+    parser.add_argument("mode", choices=["ttf", "speed", "strict"])
+    parser.add_argument("--bug", action="append", help="strict: a REAL_BUGS name (or a part of one)")
+    parser.add_argument("--seeds", type=Path, default=ROOT / DEFAULT_SEEDS,
+                        help=f"strict: the seed corpus (default {DEFAULT_SEEDS}, as `ccdiff fuzz`)")
     parser.add_argument("--stack", action="append")
-    parser.add_argument("--engine", action="append", choices=ENGINE_CHOICES)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--cap", type=float, default=300)
+    parser.add_argument("--engine", action="append", choices=ENGINE_CHOICES + PYTHON_ENGINES)
+    parser.add_argument("--runs", type=int, help="runs per row (ttf: 3, strict: 5)")
+    parser.add_argument("--cap", type=float, help="seconds before a run gives up (ttf: 300, strict: 60)")
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--no-dict", action="store_true", help="without fuzz/ccdiff.dict")
     parser.add_argument("--baseline", type=Path, help="an earlier build folder to compare with (speed, ttf)")
@@ -342,7 +567,21 @@ def main() -> int:
     PIN = not args.no_pin
     engines = args.engine or ENGINES
     results = {"mode": args.mode, "cpu": os.cpu_count(), "dictionary": USE_DICT}
-    if args.mode == "ttf":
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"fuzz-{args.mode}{'' if USE_DICT else '-nodict'}.json"
+    if args.mode == "strict":
+        bugs = [b for b in REAL_BUGS if not args.bug or any(n.lower() in b.name.lower() for n in args.bug)]
+        cap = args.cap or 60
+        print(STRICT_HEADER)
+        results.update(cap_s=cap, seeds=str(args.seeds), rows=[])
+
+        def strict_row(r):            # each row kept as it comes: a long run stopped loses nothing
+            print(strict_line(r, cap), flush=True)
+            results["rows"].append(r)
+            path.write_text(json.dumps(results, indent=2) + "\n")
+        strict_rows(bugs, args.engine, args.runs or 5, cap, args.seeds, strict_row)
+    elif args.mode == "ttf":
         print("| stack | engine | build | runs (s) | median (s) | invariant |\n|---|---|---|---|---|---|")
 
         def ttf_line(r):
@@ -351,15 +590,13 @@ def main() -> int:
                     print(f"| {r['stack']} | {r['engine']} | {name} | "
                           f"{', '.join(str(x['seconds']) for x in r[key + 'runs'])} | {r[key + 'median_s']} | "
                           f"{', '.join(r[key + 'invariants'])} |", flush=True)
-        results["rows"] = ttf_rows(args.stack or TTF_STACKS, engines, args.runs, args.cap, ttf_line, args.baseline)
+        results["rows"] = ttf_rows(args.stack or TTF_STACKS, engines, args.runs or 3, args.cap or 300, ttf_line, args.baseline)
     else:
         print(SPEED_HEADER)
         results["pinned"] = PIN
         results["rows"] = speed_rows(args.stack or SPEED_STACKS, engines, args.seconds,
                                      lambda r: print(speed_line(r), flush=True), args.baseline)
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / f"fuzz-{args.mode}{'' if USE_DICT else '-nodict'}.json").write_text(json.dumps(results, indent=2) + "\n")
+    path.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

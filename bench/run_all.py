@@ -12,6 +12,9 @@ Parts (each the function of its own script, imported, not copied):
              (--fuzz-baseline DIR: and an earlier build's harnesses, before/after)
   ttf        bench_fuzz.ttf_rows: time to the first future-recovery-start on
              quiche@0.26.0 per engine, median of --runs
+  strict     bench_fuzz.strict_rows: per real bug (bench_fuzz.REAL_BUGS) and engine, the
+             seconds of fuzzing until triage stores it with a strict reproducer, median
+             of 5, 60 s cap (about 30 min)
   conform    bench_conform.measure: wall time of `ccdiff conform --scenarios
              death-spiral --seeds 100` vs the simulated (real-time) duration of
              its runs, and the peak RSS of its main and worker processes
@@ -55,7 +58,7 @@ import bench_fuzz      # noqa: E402
 import bench_memory    # noqa: E402
 import bench_oracle    # noqa: E402
 
-PARTS = ("oracle", "adapters", "fuzz", "ttf", "conform", "connection", "memory")
+PARTS = ("oracle", "adapters", "fuzz", "ttf", "strict", "conform", "connection", "memory")
 CLOUDFLARE_S_PER_RUN = 10   # their real-time death-spiral test: one 10 MB download, ~10 s per run
 
 
@@ -65,12 +68,15 @@ def settings(args) -> dict:
         return {"oracle_events": 20_000, "adapter_rows": bench_adapters.ROWS[1:], "adapter_events": 20_000,
                 "python_events": 2_000, "reps": 1, "fuzz_stacks": ["quiche@0.26.0"], "fuzz_seconds": 1,
                 "runs": 1, "cap": 120, "seeds": 1, "report": False, "memory_events": [20_000],
-                "connection_seeds": 1, "connection_stacks": ["aioquic"]}
+                "connection_seeds": 1, "connection_stacks": ["aioquic"],
+                "strict_bugs": [b for b in bench_fuzz.REAL_BUGS if b.stack.startswith("picoquic")],
+                "strict_engines": ["afl"], "strict_runs": 1, "strict_cap": 30}
     return {"oracle_events": 1_000_000, "adapter_rows": bench_adapters.ROWS, "adapter_events": 1_000_000,
             "python_events": 100_000, "reps": 10, "fuzz_stacks": bench_fuzz.SPEED_STACKS,
             "fuzz_seconds": args.fuzz_seconds, "runs": args.runs, "cap": args.cap, "seeds": args.seeds,
             "report": True, "memory_events": [1_000_000, 10_000_000], "connection_seeds": args.seeds,
-            "connection_stacks": list(bench_connection.DEFAULT_STACKS)}
+            "connection_stacks": list(bench_connection.DEFAULT_STACKS),
+            "strict_bugs": bench_fuzz.REAL_BUGS, "strict_engines": None, "strict_runs": 5, "strict_cap": 60}
 
 
 def run_oracle(s: dict) -> tuple:
@@ -103,10 +109,13 @@ def run_fuzz(s: dict) -> tuple:
     for r in results:
         before = r.get("before_execs_per_sec")
         ratio = f"{r['execs_per_sec'] / before:.2f}x the baseline's {before:,}; " if before else ""
+        floor = r["floor_execs_per_sec"]
+        share = (f"share of the engine floor {before / floor:.2f} -> {r['execs_per_sec'] / floor:.2f}" if before
+                 else f"share of the engine floor {r['execs_per_sec'] / floor:.2f}")
         rows.append((f"fuzz execs/s, {r['engine']} on {r['stack']} ({s['fuzz_seconds']} s, one pinned core)",
                      f"{r['execs_per_sec']:,} execs/s",
-                     f"{ratio}{r['execs_per_sec'] / r['bound']['controller']:.3f} of the controller-only "
-                     f"bound ({r['bound']['controller']:,} inputs/s); engine floor {r['floor_execs_per_sec']:,}"))
+                     f"{ratio}{share} (floor {floor:,}); {r['execs_per_sec'] / r['bound']['controller']:.3f} of "
+                     f"the controller-only bound ({r['bound']['controller']:,} inputs/s)"))
     return rows, results
 
 
@@ -123,6 +132,20 @@ def run_ttf(s: dict) -> tuple:
             rows.append((f"time to first future-recovery-start, {r['engine']} on {r['stack']}{build}, "
                          f"median of {s['runs']}", f"{median} (runs: {runs})",
                          f"confirmed: {', '.join(r[key + 'invariants'])}"))
+    return rows, results
+
+
+def run_strict(s: dict) -> tuple:
+    results = bench_fuzz.strict_rows(s["strict_bugs"], s["strict_engines"], s["strict_runs"], s["strict_cap"],
+                                     bench_fuzz.ROOT / bench_fuzz.DEFAULT_SEEDS)
+    rows = []
+    for r in results:
+        runs = ", ".join(f"{x['seconds']:.1f}" if x["seconds"] is not None else f">{s['strict_cap']:.0f}"
+                         for x in r["runs"])
+        median = f"{r['median_s']:.1f} s" if r["median_s"] is not None else f"> {s['strict_cap']:.0f} s"
+        rows.append((f"time to a strict reproducer of {r['bug']}, {r['engine']} on {r['stack']}, "
+                     f"median of {len(r['runs'])}", f"{median} (runs: {runs})",
+                     f"reached {r['reached']}/{len(r['runs'])}: {', '.join(r['signatures']) or '-'}"))
     return rows, results
 
 
@@ -165,7 +188,7 @@ def run_connection(s: dict) -> tuple:
     return rows, results
 
 
-RUNNERS = {"oracle": run_oracle, "adapters": run_adapters, "fuzz": run_fuzz, "ttf": run_ttf,
+RUNNERS = {"oracle": run_oracle, "adapters": run_adapters, "fuzz": run_fuzz, "ttf": run_ttf, "strict": run_strict,
            "conform": run_conform, "connection": run_connection, "memory": run_memory}
 
 

@@ -400,6 +400,18 @@ def cmd_decode(args) -> int:
     return EXIT_OK
 
 
+def cmd_encode(args) -> int:
+    from .encoding import encode
+    from .output import write_bytes_atomic
+    trace = load_trace(args.trace)
+    data, dropped = encode(trace)
+    write_bytes_atomic(args.output, data)     # a device node (/dev/full) is written in place
+    left_out = ", ".join(f"{count} {what}" for what, count in sorted(dropped.items()))
+    print(f"{args.trace}: {len(trace.events)} events -> {len(data)} bytes ({args.output})"
+          + (f"; left out: {left_out}" if left_out else ""), file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_minimize(args) -> int:
     from .fuzzing.strictify import LENIENT_ONLY
     from .fuzzing.triage import reduce, signatures, window_of
@@ -804,7 +816,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_replay, _add_matrix, _add_report, _add_validate, _add_stacks, _add_build,
-                _add_decode, _add_minimize, _add_serve, _add_serve_reports, _add_conform, _add_merge,
+                _add_decode, _add_encode, _add_minimize, _add_serve, _add_serve_reports, _add_conform, _add_merge,
                 _add_sim, _add_scenarios, _add_coverage, _add_import, _add_fidelity):
         add(sub)
     from .fuzzing.command import add_parser as add_fuzz_parser
@@ -1036,6 +1048,23 @@ def _add_decode(sub) -> None:
                               "head -c 64 /dev/urandom | ccdiff decode - | ccdiff validate /dev/stdin"])
     p.add_argument("input", help="binary file, or - for stdin")
     p.set_defaults(func=cmd_decode)
+
+
+def _add_encode(sub) -> None:
+    p = add_command(sub, "encode", summary="encode a trace as fuzzer bytes: a seed for `ccdiff fuzz --seeds`",
+                    description="Write the fuzz encoding (docs/fuzz-encoding.md) whose decoding comes "
+                                "closest to TRACE: a seed for the byte-mutating engines from a trace "
+                                "written by hand, a closed-loop run (`ccdiff sim --trace`) or a stack's "
+                                "own connection (`ccdiff import`).  The encoding is coarser than a trace "
+                                "(1200-byte packets, waits in steps, an ACK at least 10 ms after the "
+                                "newest packet it covers, ACK frames split into runs, no application "
+                                "idle/data marks): what it left out is counted on standard error; "
+                                "`ccdiff decode` shows what it kept.",
+                    examples=["ccdiff encode examples/idle-restart.jsonl -o seeds/idle-restart.bin",
+                              "ccdiff fuzz --stack ngtcp2 --engine afl --time 10m --seeds seeds/"])
+    p.add_argument("trace", help="a JSONL trace (docs/trace-format.md)")
+    p.add_argument("-o", "--output", required=True, help="the binary file to write")
+    p.set_defaults(func=cmd_encode)
 
 
 def _add_minimize(sub) -> None:

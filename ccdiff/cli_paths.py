@@ -16,6 +16,7 @@ PATHS = {
     "fidelity": (("qlog",), ("json",), ("out",)),
     "coverage": (("corpus",), ("json",), ("out",)),
     "minimize": (("trace",), ("output",), ()),
+    "encode": (("trace",), ("output",), ()),
     "conform": (("baseline",), (), ("out",)),
     "merge": (("shards", "baseline"), (), ("out",)),
     "sim": ((), ("trace", "qlog"), ()),

@@ -133,3 +133,139 @@ def decode(data: bytes, name: str = "fuzz") -> Trace:
     # it always directly follows its loss.
     events = decoder.events[:MAX_EVENTS]
     return Trace(Header(MAX_DATAGRAM_SIZE, name=name), events, source=name)
+
+
+def _wait_arg(gap: int) -> int:
+    """The longest wait (wait_us) that does not pass `gap` microseconds (gap >= 100)."""
+    if gap >= 1_000_000:
+        return 223 + min(32, gap // 1_000_000)
+    if gap >= 10_000:
+        return 127 + min(96, gap // 10_000)
+    return min(127, gap // 100 - 1)
+
+
+class _Encoder:
+    """Operations chosen event by event, each applied to a decoder at once, so the encoder
+    always knows the state the next operation starts from (time, packet numbers, pools)."""
+
+    def __init__(self):
+        self.decoder = _Decoder()
+        self.out = bytearray()
+        self.pns: dict = {}          # the trace's packet number -> the decoder's
+        self.late: set = set()       # the decoder's packets acknowledged after their loss
+        self.dropped: dict = {}      # what the encoding could not express -> how often
+
+    def emit(self, code: int, arg: int) -> None:
+        self.out += bytes((code, arg))
+        self.decoder.op(code, arg)
+
+    def drop(self, what: str, count: int = 1) -> None:
+        if count:
+            self.dropped[what] = self.dropped.get(what, 0) + count
+
+    def advance(self, t: int) -> None:
+        """Waits up to `t` (to 100 us below it: the finest wait)."""
+        while t - self.decoder.now >= 100:
+            self.emit(OP_WAIT, _wait_arg(t - self.decoder.now))
+
+    def send(self, sent: list) -> None:
+        """Packets sent at one instant with one app-limited mark: 16 per operation."""
+        self.advance(sent[0].t)
+        for start in range(0, len(sent), 16):
+            chunk = sent[start:start + 16]
+            for ev in chunk:
+                self.pns[ev.pn] = self.decoder.next_pn + (ev is not chunk[0]) * chunk.index(ev)
+            self.emit(OP_SEND, (0x80 if chunk[0].app_limited else 0) | (len(chunk) - 1))
+
+    def spurious(self, wanted: list) -> list:
+        """A late ACK of packets declared lost (OP_SPURIOUS: the oldest lost ones, 4 per
+        operation); returns the rest of `wanted`."""
+        lost = [pn for pn, _ in self.decoder.lost]
+        late = [pn for pn in wanted if pn in set(lost)]
+        oldest = 0
+        while oldest < len(late) and late[oldest] == lost[oldest]:
+            oldest += 1
+        for start in range(0, oldest, 4):
+            run = min(4, oldest - start)
+            self.late.update(late[start:start + run])
+            self.emit(OP_SPURIOUS, run - 1)
+        return [pn for pn in wanted if pn not in set(late[:oldest])]
+
+    def cover(self, code: int, t: int, pns: tuple, last_flags: int) -> None:
+        """ACK (OP_ACK) or declare lost (OP_LOSE) the decoder's packets for `pns`: runs of at
+        most 8 that start at most 3 packets into the outstanding pool; a packet further in
+        cannot be named and is left out.  last_flags: bits of the last operation (ECN-CE,
+        ack delay, persistent congestion)."""
+        self.advance(t)
+        wanted = sorted(self.pns[pn] for pn in pns if pn in self.pns)
+        if code == OP_ACK:
+            wanted = self.spurious(wanted)
+        pool = [pn for pn, _ in self.decoder.outstanding]
+        wanted = [pn for pn in wanted if pn in set(pool)]
+        self.drop("packet not outstanding", len(pns) - len(wanted) - sum(
+            1 for pn in pns if pn in self.pns and self.pns[pn] in self.late))
+        if code == OP_ACK and wanted and wanted == pool:
+            # every outstanding packet: one ack_all (its bits: .....dde)
+            dd, ecn = (last_flags >> 5) & 0x03, last_flags >> 7
+            self.emit(OP_ACK_ALL, dd << 1 | ecn)
+            return
+        # Runs of consecutive pool entries, at their pool index.  When every run starts at
+        # most 3 in, they go out largest first (removing a later run shifts no earlier one):
+        # the first frame then carries the largest acknowledged, as the trace's one frame did,
+        # which a loss declared before it needs (RFC 9002 §6.1).  Otherwise in ascending
+        # order, each run's index counted after the earlier ones left the pool.
+        runs, k = [], 0
+        while k < len(wanted):
+            start = pool.index(wanted[k])
+            run = 1
+            while (run < 8 and k + run < len(wanted) and start + run < len(pool)
+                   and pool[start + run] == wanted[k + run]):
+                run += 1
+            runs.append((start, run))
+            k += run
+        if all(start <= 3 for start, _ in runs):
+            ops = sorted(runs, reverse=True)
+        else:
+            ops, removed = [], 0
+            for start, run in runs:
+                if start - removed > 3:
+                    self.drop("packet too far into the outstanding pool", run)
+                    continue
+                ops.append((start - removed, run))
+                removed += run
+        for n, (skip, run) in enumerate(ops):
+            self.emit(code, (last_flags if n == len(ops) - 1 else 0) | skip << 3 | (run - 1))
+
+
+def encode(trace: Trace) -> tuple:
+    """(bytes the decoder turns into an approximation of TRACE, what it left out): a seed
+    for the fuzzers from a trace written by hand, a closed-loop run or a stack's own
+    connection (qlog import).  The encoding is coarser than a trace: 1200-byte packets,
+    waits in steps (0.1 ms, 10 ms, 1 s), an ACK at least BASE_RTT_US after the newest packet
+    it covers, ACK delays in whole ms up to 3, an ACK frame that is not every outstanding
+    packet split into runs, no application idle/data marks and no late ACK of a lost
+    packet other than the oldest lost ones; the decoded trace is causally consistent
+    whatever it drops."""
+    enc = _Encoder()
+    events, i = trace.events, 0
+    while i < len(events):
+        ev = events[i]
+        if isinstance(ev, Sent):
+            j = i
+            while j < len(events) and isinstance(events[j], Sent) and events[j].t == ev.t \
+                    and events[j].app_limited == ev.app_limited:
+                j += 1
+            enc.send(list(events[i:j]))
+            i = j
+            continue
+        if isinstance(ev, Ack):
+            delay = min(3, round(ev.ack_delay / 1000))
+            enc.cover(OP_ACK, ev.t, ev.pns, (0x80 if ev.ecn_ce else 0) | delay << 5)
+        elif isinstance(ev, Lost):
+            persistent = i + 1 < len(events) and isinstance(events[i + 1], PersistentCongestion)
+            enc.cover(OP_LOSE, ev.t, ev.pns, 0x80 if persistent else 0)
+            i += persistent
+        else:
+            enc.drop(type(ev).__name__)
+        i += 1
+    return bytes(enc.out), enc.dropped

@@ -20,7 +20,7 @@ def test_run_all_quick_measures_every_part_in_one_table(tmp_path):
     done = run("run_all.py", "--quick", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(next(tmp_path.glob("bench-*-quick.json")).read_text())
-    assert set(doc["parts"]) == {"oracle", "adapters", "fuzz", "ttf", "conform", "connection", "memory"}
+    assert set(doc["parts"]) == {"oracle", "adapters", "fuzz", "ttf", "strict", "conform", "connection", "memory"}
     assert doc["machine"]["nproc"] >= 1 and doc["machine"]["cpu_model"]
     parts = doc["parts"]
     assert parts["oracle"]["alone"] > 0 and parts["oracle"]["checked"] > 0
@@ -34,6 +34,11 @@ def test_run_all_quick_measures_every_part_in_one_table(tmp_path):
         assert row["bound"]["controller"] > 0 and row["bound"]["plain_harness"] > 0, row
     for row in parts["ttf"]:             # each engine found the death spiral's root cause
         assert row["median_s"] is not None and row["invariants"] == ["future-recovery-start"], row
+    # One real bug, one engine, one run: picoquic's (AFL++ reached it in 0.0-0.2 s in each of 5
+    # runs of 60 s, bench/results/bench-2026-11-29-fuzz-strict.md), with a strict reproducer.
+    (strict,) = parts["strict"]
+    assert (strict["bug"], strict["engine"], strict["reached"]) == ("picoquic uncapped W_cubic after idle", "afl", 1), strict
+    assert strict["signatures"] == ["ca-growth-bound--ack-congestion_avoidance"], strict
     conform = parts["conform"]
     assert conform["runs"] == conform["stacks"] >= 2 and conform["totals"]["errors"] == 0
     assert conform["simulated_s"] > 0 and conform["main_max_rss_mb"] > 0 and conform["worker_max_rss_mb"] > 0

@@ -64,6 +64,7 @@ def test_conform_runs_with_the_new_spelling(tmp_path):
     ["replay", "{missing}"],
     ["matrix", "{missing}"],
     ["decode", "{missing}"],
+    ["encode", "{missing}", "-o", "{tmp}/seed.bin"],
     ["report", "{missing}", "--out", "{tmp}/out"],
     ["sim", "{missing}.toml"],
 ])

@@ -41,12 +41,12 @@ INPUTS = {("check-harness", "traces"), ("replay", "traces"), ("matrix", "traces"
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace"),
           ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus"), ("merge", "shards"),
           ("merge", "baseline"), ("import", "qlog"), ("fidelity", "qlog"),
-          ("fuzz-triage", "inputs"), ("serve", "token_file")}
+          ("fuzz-triage", "inputs"), ("serve", "token_file"), ("encode", "trace")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("sim", "qlog"), ("fuzz", "findings"),
            ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json"), ("merge", "out"),
            ("import", "output"), ("import", "json"), ("import", "scenario"), ("fidelity", "out"), ("fidelity", "json"),
-           ("fuzz-triage", "findings")}
+           ("fuzz-triage", "findings"), ("encode", "output")}
 NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("replay", "stack"), ("matrix", "stack"), ("build", "specs"), ("serve", "stack"),
              ("serve", "host"), ("serve-reports", "host"), ("conform", "stacks"),
              ("conform", "shard"), ("conform", "against"), ("matrix", "against"), ("sim", "stack"),
@@ -139,6 +139,7 @@ def base_args(command: str, scratch: Scratch, out: Path) -> dict:
         "build": {"specs": ["nosuch-stack"]},        # a real build takes minutes: parse-level only
         "coverage": {"stack": ["nosuch-stack"]},     # a coverage build and run: parse-level only
         "decode": {"input": [str(scratch.bin)]},
+        "encode": {"trace": [TRACE], "output": ["-o", str(out / "seed.bin")]},
         "serve": {"port": ["--port", "0"]},
         "serve-reports": {"folder": [str(out)], "port": ["--port", "0"]},
         "conform": {"scenarios": ["--scenarios", "idle-restart"], "seeds": ["--seeds", "1"],

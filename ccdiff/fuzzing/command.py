@@ -15,7 +15,10 @@ from .triage import DiffTriage, Triage, stack_folder_name
 from .conclude import conclude, require_built
 from .verdicts import reachability_of
 
-DEFAULT_SEEDS = "fuzz/seeds/no-loss"
+# Every subfolder (AFL++ and libFuzzer read a seed folder recursively; honggfuzz gets a copy):
+# no-loss/ (slow start, rounds, an idle restart) and shapes/ (congestion avoidance after an
+# ECN-CE mark, pauses, app-limited sends), none of which shows a finding (docs/fuzzing.md).
+DEFAULT_SEEDS = "fuzz/seeds"
 DEFAULT_DICT = "fuzz/ccdiff.dict"
 IN_PROCESS = ("numeric-error", "cwnd-below-minimum", "future-recovery-start", "adapter-error")  # fz_check.h
 
@@ -232,7 +235,8 @@ def cmd_fuzz(args) -> int:
         status.show(time.monotonic() - started, stats, len(triage.stored), final=True)
     if not interrupted:
         check_executions(args.engine, stats.get("execs", 0), seconds)
-    new = [stored for key, stored in triage.stored.items() if key not in known]
+    # New to the folder, or stored lenient before and strict now (Triage.upgraded).
+    new = [stored for key, stored in triage.stored.items() if key not in known or key in triage.upgraded]
     if baseline is not None:
         compared = stats.get("execs", 0) if args.engine in ("hypothesis", "atheris") else len(triage.seen_inputs)
         return _summary_against(triage, new, compared)

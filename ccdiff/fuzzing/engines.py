@@ -324,8 +324,9 @@ class Honggfuzz(Campaign):
         corpus.mkdir(parents=True, exist_ok=True)
         crashes.mkdir(parents=True, exist_ok=True)
         if not any(corpus.iterdir()):
-            for seed in sorted(self.seeds.iterdir()):
-                shutil.copy(seed, corpus / seed.name)
+            # every file under the seed folder (as AFL++ and libFuzzer read it), one name each
+            for seed in sorted(p for p in self.seeds.rglob("*") if p.is_file()):
+                shutil.copy(seed, corpus / "-".join(seed.relative_to(self.seeds).parts))
         cmd = [str(honggfuzz_home() / "honggfuzz"), "-i", str(corpus), "-W", str(crashes),
                "-n", str(self.jobs), "-P", "--timeout", "5"]
         if self.dictionary:

@@ -44,9 +44,9 @@ from ..errors import SetupError
 from ..stacks import LIBRARY_NAME, Target
 from .toolchain import driver_dir, fuzz_build_dir, honggfuzz_home, include_dir, libfuzzer_runtime, program
 
-DRIVER_SOURCES = ("fz_harness.c", "fz_check.c", "fz_decode.c", "fz_ledger.c")
+DRIVER_SOURCES = ("fz_harness.c", "fz_check.c", "fz_decode.c", "fz_ledger.c", "fz_state.c")
 # What a harness's stamp records besides the library: a change to any of them rebuilds it.
-STAMP_SOURCES = DRIVER_SOURCES + ("fz_main.c", "fz_counters.c", "fz_counters.h")
+STAMP_SOURCES = DRIVER_SOURCES + ("fz_main.c", "fz_counters.c", "fz_counters.h", "fz_state.h")
 # Part of a harness's stamp: a harness built by an earlier recipe (an instrumented
 # driver) is rebuilt.
 HARNESS_RECIPE = 3
@@ -260,8 +260,11 @@ def _harness(target: Target, engine: str, sanitize: bool) -> Path:
         objects = exe.parent / f"{exe.name}-driver"
         objects.mkdir(exist_ok=True)
         plain_srcs, srcs = srcs, [str(objects / (Path(s).stem + ".o")) for s in srcs]
+        # fz_state.c's counters go to the engine (fz_state.h): libFuzzer's extra-counters
+        # section, or the 8-bit-counter registration AFL++ (fz_counters.c) and libhfuzz take.
+        state = "-DFZ_LIBFUZZER" if engine == "libfuzzer" else "-DFZ_STATE_COUNTERS_INIT"
         for src, obj in zip(plain_srcs, srcs):
-            _run([program("clang"), *flags, "-c", "-o", obj, src], dict(os.environ), log,
+            _run([program("clang"), *flags, state, "-c", "-o", obj, src], dict(os.environ), log,
                  f"the {engine} harness for {target.label}")
     if engine == "afl":
         cmd = [program("afl-clang-fast"), *flags, "-o", str(exe), str(driver_dir() / "fz_main.c"), *srcs, *link,

@@ -15,6 +15,12 @@ written into a private staging folder and published by one rename(2), which
 is atomic and fails when the signature's folder already exists: a reader never
 sees half a finding, and of two workers that found the same signature at the
 same moment exactly one stores it (the other adds its engine to `found_by`).
+
+A finding first stored from a lenient input (one a real connection's loss detection would
+not produce, which strictify could not repair) is replaced by the first input that shows the
+same signature strictly, as found or once repaired: the nightly's signal is strict findings, and an early lenient
+sighting must not hide a strict one for the rest of the campaign (issue 36).  The old
+folder is moved aside and the new one renamed in, so a reader still never sees half of one.
 """
 from __future__ import annotations
 
@@ -244,9 +250,15 @@ class Triage:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seen_inputs: set = set()
         self.stored: dict = {}
+        self.upgraded: set = set()   # keys stored lenient before and strict now (by this run)
         self._worker = None   # the child that triages inputs (crash_guard.ChildWorker)
         for info in sorted(self.folder.glob("[!.]*/finding.json")):   # not .staging/ or .work/
             self._load(info.parent.name)
+
+    def close(self) -> None:
+        """Ends the triage child (it ends with the store's last reference too)."""
+        if self._worker is not None:
+            self._worker.close()
 
     def _load(self, key: str) -> Stored | None:
         """The finding stored under `key` (by this or another run), or None."""
@@ -286,6 +298,38 @@ class Triage:
         self.stored[sig.key] = stored
         return stored
 
+    def _replace(self, old: Stored, files: dict, events: int, found_by: list, source: str,
+                 repair: str) -> Stored | None:
+        """A lenient finding's folder replaced by a strict one: the new folder is staged
+        whole, the old one moved aside into staging, the new one renamed into its place.
+        Returns None when another worker replaced it first."""
+        staging = self.folder / STAGING
+        staging.mkdir(exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.", dir=staging))
+        tmp.chmod(0o755)
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        new = Stored(old.signature, old.folder, events, found_by, repair)
+        self._write_info(new, source, into=tmp)
+        aside = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.lenient.", dir=staging))
+        try:
+            os.rename(old.folder, aside / "old")
+        except OSError:               # another worker moved it first
+            shutil.rmtree(tmp)
+            shutil.rmtree(aside)
+            return None
+        try:
+            os.rename(tmp, new.folder)
+        except OSError as error:
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            shutil.rmtree(tmp)        # another worker published it in between: theirs stays
+            new = None
+        shutil.rmtree(aside)
+        if new is not None:
+            self.stored[new.signature.key] = new
+        return new
+
     def replay_command(self, stored: Stored) -> str:
         return f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} --stack {self.spec}"
 
@@ -295,6 +339,30 @@ class Triage:
 
     def reduce(self, trace: Trace, sig: Signature) -> tuple:
         return reduce(trace, sig, self.spec)
+
+    def strict_form(self, trace: Trace, sig: Signature) -> tuple | None:
+        """(the smallest strict trace still showing `sig`, strictify's outcome) from TRACE,
+        strict as found or repaired (reduce's first step), or None when it cannot be made
+        strict: what may replace a lenient-only finding."""
+        fires = lambda t: sig.key in signatures(t, self.spec)    # noqa: E731
+        cut = cut_to_finding(trace, sig, self.spec)
+        strict, repair = make_strict(cut, fires, lambda events: _valid(cut, _repair(events)))
+        return None if strict is None else (minimize(strict, self.spec, sig.key), repair)
+
+    def wanted(self, trace: Trace) -> set:
+        """The signatures this trace would add to the store: those not stored yet, and, when
+        the trace is strict, those stored from a lenient input only (it would upgrade them).
+        In-process engines (Hypothesis, atheris) keep an input only when this is not empty."""
+        found = set(self.judge(trace))
+        unknown = found - set(self.stored)
+        lenient = {key for key in found - unknown if self._lenient_only(key)}
+        if lenient and judge_reachability(trace).reachability == "strict":
+            return unknown | lenient
+        return unknown
+
+    def _lenient_only(self, key: str) -> bool:
+        stored = self.stored.get(key)
+        return stored is not None and stored.repair == LENIENT_ONLY
 
     def title(self, sig: Signature) -> str:
         return f"{sig.stack} {sig.invariant}"
@@ -311,6 +379,7 @@ class Triage:
         if self._worker is None:
             self._worker = ChildWorker(lambda *args: self._triage(decode(args[0], name="fuzz"), *args))
             weakref.finalize(self, self._worker.close)
+        before = set(self.stored)
         number, outcome = self._worker.call(data, engine, source)
         if number is not None:
             return self._triage_probing(decode(data, name="fuzz"), data, engine, source)
@@ -319,6 +388,7 @@ class Triage:
             self.details.update(details)
         for key in seen:          # stored by the child, or by another worker: read back as it is now
             self._load(key)
+        self.upgraded |= {key for key in created if key in before}
         return [self.stored[key] for key in created if key in self.stored]
 
     def _triage(self, trace: Trace, data: bytes, engine: str, source: str) -> tuple:
@@ -328,18 +398,24 @@ class Triage:
         found = self.judge(trace)
         for key, sig in found.items():
             stored = self.stored.get(key) or self._load(key)   # another run's?
-            if stored is not None:
+            # A lenient-only finding: this input may show it strictly (as found, or repaired).
+            better = self.strict_form(trace, sig) if stored is not None and stored.repair == LENIENT_ONLY else None
+            if stored is not None and better is None:
                 seen.append(key)
                 if engine not in stored.found_by:
                     stored.found_by.append(engine)
                     self._write_info(stored, "")
                 continue
-            small, repair = self.reduce(trace, sig)
+            small, repair = better or self.reduce(trace, sig)
             small.header.name = self.title(sig)
             small.header.comment = (f"found by ccdiff fuzz ({engine}); minimized by delta debugging "
                                     f"from {len(trace.events)} events")
             files = {"reproducer.jsonl": dump_trace(small).encode(), "input.bin": data}
-            stored = self._publish(sig, files, len(small.events), engine, source, repair)
+            if better:
+                found_by = stored.found_by + [e for e in [engine] if e not in stored.found_by]
+                stored = self._replace(stored, files, len(small.events), found_by, source, repair)
+            else:
+                stored = self._publish(sig, files, len(small.events), engine, source, repair)
             if stored is not None:
                 created.append(key)
             seen.append(key)          # ours, or (None) another worker's that won the rename

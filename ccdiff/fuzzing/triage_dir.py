@@ -102,7 +102,8 @@ def cmd_fuzz_triage(args) -> int:
             continue
         if triage.add_native_crash(data, ENGINE, exe, env, str(path)) is None:
             triage.add_input(data, ENGINE, str(path))
-    new = [stored for key, stored in triage.stored.items() if key not in known]
+    # New to the folder, or stored lenient before and strict now (Triage.upgraded).
+    new = [stored for key, stored in triage.stored.items() if key not in known or key in triage.upgraded]
     print(f"{len(files) - skipped} input(s) from {args.inputs} triaged on {target.label}"
           + (f", {skipped} skipped" if skipped else ""), file=sys.stderr)
     return conclude(triage, new, args)

@@ -8,10 +8,11 @@
 #include "fz_check.h"
 #include "fz_decode.h"
 #include "fz_ledger.h"
+#include "fz_state.h"
 
 static fz_trace trace;
 static fz_ledger ledger;
-static int ready, no_abort, warming;
+static int ready, no_abort, warming, print_state;
 static unsigned enabled = FZ_INV_ALL;
 static ccd_config config;
 
@@ -25,6 +26,7 @@ static void setup(void) {
   }
   const char *opts = getenv("CCDIFF_FUZZ_OPTIONS");
   no_abort = getenv("CCDIFF_FUZZ_NO_ABORT") && *getenv("CCDIFF_FUZZ_NO_ABORT") == '1';
+  print_state = getenv("CCDIFF_FUZZ_STATE") && *getenv("CCDIFF_FUZZ_STATE") == '1';
   /* The same clock rule and override as the Python harness (ccdiff/clock.py). */
   long long clock_base = CCD_DEFAULT_CLOCK_BASE_US;
   const char *base_text = getenv("CCDIFF_CLOCK_BASE_US");
@@ -83,6 +85,7 @@ int fz_one_input(const uint8_t *data, size_t len) {
   }
   fz_decode(&trace, data, len);
   fz_ledger_reset(&ledger, config.initial_rtt_us);
+  fz_state_reset();
   int result = 0;
   for (size_t i = 0; i < trace.n_ev && !result; i++) {
     ccd_event ev;
@@ -92,11 +95,13 @@ int fz_one_input(const uint8_t *data, size_t len) {
       if (enabled & FZ_INV_ADAPTER) result = violation(FZ_INV_ADAPTER, i, &ev, ccd_last_error(ctl));
       break;
     }
+    fz_state_step(&ev, &snap);
     char detail[200];
     unsigned inv = fz_check(&ev, &snap, config.max_datagram_size, enabled, detail, sizeof(detail));
     if (inv) result = violation(inv, i, &ev, detail);
   }
   ccd_close(ctl);
+  if (print_state && !warming) fz_state_print(stderr);
   return result;
 }
 
