@@ -152,7 +152,6 @@ class _Encoder:
         self.decoder = _Decoder()
         self.out = bytearray()
         self.pns: dict = {}          # the trace's packet number -> the decoder's
-        self.late: set = set()       # the decoder's packets acknowledged after their loss
         self.dropped: dict = {}      # what the encoding could not express -> how often
 
     def emit(self, code: int, arg: int) -> None:
@@ -173,23 +172,24 @@ class _Encoder:
         self.advance(sent[0].t)
         for start in range(0, len(sent), 16):
             chunk = sent[start:start + 16]
-            for ev in chunk:
-                self.pns[ev.pn] = self.decoder.next_pn + (ev is not chunk[0]) * chunk.index(ev)
+            for k, ev in enumerate(chunk):
+                self.pns[ev.pn] = self.decoder.next_pn + k
             self.emit(OP_SEND, (0x80 if chunk[0].app_limited else 0) | (len(chunk) - 1))
 
     def spurious(self, wanted: list) -> list:
         """A late ACK of packets declared lost (OP_SPURIOUS: the oldest lost ones, 4 per
         operation); returns the rest of `wanted`."""
         lost = [pn for pn, _ in self.decoder.lost]
-        late = [pn for pn in wanted if pn in set(lost)]
+        lost_set = set(lost)
+        late = [pn for pn in wanted if pn in lost_set]
         oldest = 0
         while oldest < len(late) and late[oldest] == lost[oldest]:
             oldest += 1
         for start in range(0, oldest, 4):
             run = min(4, oldest - start)
-            self.late.update(late[start:start + run])
             self.emit(OP_SPURIOUS, run - 1)
-        return [pn for pn in wanted if pn not in set(late[:oldest])]
+        done = set(late[:oldest])
+        return [pn for pn in wanted if pn not in done]
 
     def cover(self, code: int, t: int, pns: tuple, last_flags: int) -> None:
         """ACK (OP_ACK) or declare lost (OP_LOSE) the decoder's packets for `pns`: runs of at
@@ -197,13 +197,13 @@ class _Encoder:
         cannot be named and is left out.  last_flags: bits of the last operation (ECN-CE,
         ack delay, persistent congestion)."""
         self.advance(t)
-        wanted = sorted(self.pns[pn] for pn in pns if pn in self.pns)
-        if code == OP_ACK:
-            wanted = self.spurious(wanted)
+        named = sorted(self.pns[pn] for pn in pns if pn in self.pns)
+        wanted = self.spurious(named) if code == OP_ACK else named
         pool = [pn for pn, _ in self.decoder.outstanding]
-        wanted = [pn for pn in wanted if pn in set(pool)]
-        self.drop("packet not outstanding", len(pns) - len(wanted) - sum(
-            1 for pn in pns if pn in self.pns and self.pns[pn] in self.late))
+        outstanding = set(pool)
+        late = len(named) - len(wanted)
+        wanted = [pn for pn in wanted if pn in outstanding]
+        self.drop("packet not outstanding", len(pns) - late - len(wanted))
         if code == OP_ACK and wanted and wanted == pool:
             # every outstanding packet: one ack_all (its bits: .....dde)
             dd, ecn = (last_flags >> 5) & 0x03, last_flags >> 7
@@ -214,9 +214,10 @@ class _Encoder:
         # the first frame then carries the largest acknowledged, as the trace's one frame did,
         # which a loss declared before it needs (RFC 9002 §6.1).  Otherwise in ascending
         # order, each run's index counted after the earlier ones left the pool.
+        at = {pn: i for i, pn in enumerate(pool)}
         runs, k = [], 0
         while k < len(wanted):
-            start = pool.index(wanted[k])
+            start = at[wanted[k]]
             run = 1
             while (run < 8 and k + run < len(wanted) and start + run < len(pool)
                    and pool[start + run] == wanted[k + run]):
