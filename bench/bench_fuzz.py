@@ -470,10 +470,10 @@ def _campaign_run(bug: RealBug, engine: str, cap: float, seeds: Path, triage: Tr
                 if written > cap:
                     continue
                 data = path.read_bytes()
-                if path in crashes and triage.add_native_crash(data, engine, campaign.runner,
-                                                               campaign.direct_env, str(path)) is not None:
-                    continue      # the stack's own code crashed on it: stored as such
-                triage.add_input(data, engine, str(path))
+                if path in crashes:
+                    triage.add_crash(data, engine, campaign.runner, campaign.direct_env, str(path))
+                else:
+                    triage.add_input(data, engine, str(path))
                 key = bug.shown_by(triage, checked)
                 if key:
                     at = max(0.0, written)
@@ -487,8 +487,6 @@ def _campaign_run(bug: RealBug, engine: str, cap: float, seeds: Path, triage: Tr
         campaign.halt()
     return {"seconds": round(at, 2) if at is not None else None, "signature": key,
             "triaged": len(done), "stored": sorted(triage.stored)}
-
-
 
 
 def _in_process_run(bug: RealBug, engine: str, cap: float, seeds: Path, triage: Triage, checked: dict) -> dict:
@@ -538,9 +536,15 @@ STRICT_HEADER = ("| real bug | stack | engine | runs: seconds to a strict reprod
                  "| signature |\n|---|---|---|---|---|---|---|")
 
 
-def strict_line(r: dict, cap: float) -> str:
+def strict_times(r: dict, cap: float) -> tuple:
+    """(each run's seconds, ">CAP" for a miss; the median, "> CAP" when most runs missed)."""
     times = ", ".join(f"{x['seconds']:.1f}" if x["seconds"] is not None else f">{cap:.0f}" for x in r["runs"])
     median = f"{r['median_s']:.1f}" if r["median_s"] is not None else f"> {cap:.0f}"
+    return times, median
+
+
+def strict_line(r: dict, cap: float) -> str:
+    times, median = strict_times(r, cap)
     return (f"| {r['bug']} | {r['stack']} | {r['engine']} | {times} | {r['reached']}/{len(r['runs'])} | "
             f"{median} | {', '.join(r['signatures']) or '-'} |")
 

@@ -140,11 +140,9 @@ def run_strict(s: dict) -> tuple:
                                      bench_fuzz.ROOT / bench_fuzz.DEFAULT_SEEDS)
     rows = []
     for r in results:
-        runs = ", ".join(f"{x['seconds']:.1f}" if x["seconds"] is not None else f">{s['strict_cap']:.0f}"
-                         for x in r["runs"])
-        median = f"{r['median_s']:.1f} s" if r["median_s"] is not None else f"> {s['strict_cap']:.0f} s"
+        runs, median = bench_fuzz.strict_times(r, s["strict_cap"])
         rows.append((f"time to a strict reproducer of {r['bug']}, {r['engine']} on {r['stack']}, "
-                     f"median of {len(r['runs'])}", f"{median} (runs: {runs})",
+                     f"median of {len(r['runs'])}", f"{median} s (runs: {runs})",
                      f"reached {r['reached']}/{len(r['runs'])}: {', '.join(r['signatures']) or '-'}"))
     return rows, results
 

@@ -170,9 +170,10 @@ def _triage_files(triage: Triage, files: list, engine: str, done: set, campaign=
             return
         done.add(path)
         data = path.read_bytes()
-        if campaign is None or triage.add_native_crash(data, engine, campaign.runner, campaign.direct_env,
-                                                       str(path)) is None:
+        if campaign is None:
             triage.add_input(data, engine, str(path))
+        else:
+            triage.add_crash(data, engine, campaign.runner, campaign.direct_env, str(path))
 
 
 def _interrupt(signum, frame):

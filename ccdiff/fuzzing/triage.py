@@ -271,19 +271,25 @@ class Triage:
         self.stored[key] = stored
         return stored
 
+    def _stage(self, stored: Stored, files: dict, source: str) -> Path:
+        """A private staging folder holding `files` (name -> bytes) and finding.json, ready to
+        be renamed into the signature's folder."""
+        staging = self.folder / STAGING
+        staging.mkdir(exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{stored.signature.key}.", dir=staging))
+        tmp.chmod(0o755)                                  # mkdtemp's 0700 would hide it from readers
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        self._write_info(stored, source, into=tmp)
+        return tmp
+
     def _publish(self, sig: Signature, files: dict, events: int, engine: str, source: str,
                  repair: str = "") -> Stored | None:
         """Write `files` (name -> bytes) and finding.json into a staging folder, then rename it
         to the signature's folder.  Returns the new entry, or None when another worker
         published the same signature first (its entry then lists `engine` too)."""
-        staging = self.folder / STAGING
-        staging.mkdir(exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{sig.key}.", dir=staging))
-        tmp.chmod(0o755)                                  # mkdtemp's 0700 would hide it from readers
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
         stored = Stored(sig, self.folder / sig.key, events, [engine], repair)
-        self._write_info(stored, source, into=tmp)
+        tmp = self._stage(stored, files, source)
         try:
             os.rename(tmp, stored.folder)
         except OSError as error:
@@ -303,15 +309,9 @@ class Triage:
         """A lenient finding's folder replaced by a strict one: the new folder is staged
         whole, the old one moved aside into staging, the new one renamed into its place.
         Returns None when another worker replaced it first."""
-        staging = self.folder / STAGING
-        staging.mkdir(exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.", dir=staging))
-        tmp.chmod(0o755)
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
         new = Stored(old.signature, old.folder, events, found_by, repair)
-        self._write_info(new, source, into=tmp)
-        aside = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.lenient.", dir=staging))
+        tmp = self._stage(new, files, source)
+        aside = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.lenient.", dir=tmp.parent))
         try:
             os.rename(old.folder, aside / "old")
         except OSError:               # another worker moved it first
@@ -344,9 +344,7 @@ class Triage:
         """(the smallest strict trace still showing `sig`, strictify's outcome) from TRACE,
         strict as found or repaired (reduce's first step), or None when it cannot be made
         strict: what may replace a lenient-only finding."""
-        fires = lambda t: sig.key in signatures(t, self.spec)    # noqa: E731
-        cut = cut_to_finding(trace, sig, self.spec)
-        strict, repair = make_strict(cut, fires, lambda events: _valid(cut, _repair(events)))
+        _, strict, repair = _cut_and_repair(trace, sig, self.spec)
         return None if strict is None else (minimize(strict, self.spec, sig.key), repair)
 
     def wanted(self, trace: Trace) -> set:
@@ -355,14 +353,10 @@ class Triage:
         In-process engines (Hypothesis, atheris) keep an input only when this is not empty."""
         found = set(self.judge(trace))
         unknown = found - set(self.stored)
-        lenient = {key for key in found - unknown if self._lenient_only(key)}
+        lenient = {key for key in found - unknown if self.stored[key].repair == LENIENT_ONLY}
         if lenient and judge_reachability(trace).reachability == "strict":
             return unknown | lenient
         return unknown
-
-    def _lenient_only(self, key: str) -> bool:
-        stored = self.stored.get(key)
-        return stored is not None and stored.repair == LENIENT_ONLY
 
     def title(self, sig: Signature) -> str:
         return f"{sig.stack} {sig.invariant}"
@@ -412,7 +406,7 @@ class Triage:
                                     f"from {len(trace.events)} events")
             files = {"reproducer.jsonl": dump_trace(small).encode(), "input.bin": data}
             if better:
-                found_by = stored.found_by + [e for e in [engine] if e not in stored.found_by]
+                found_by = stored.found_by + ([engine] if engine not in stored.found_by else [])
                 stored = self._replace(stored, files, len(small.events), found_by, source, repair)
             else:
                 stored = self._publish(sig, files, len(small.events), engine, source, repair)
@@ -468,6 +462,12 @@ class Triage:
         files = {"input.bin": data, "stderr.txt": note.encode(), "reproducer.jsonl": dump_trace(small).encode()}
         stored = self._publish(sig, files, len(small.events), engine, source, repair)
         return [stored] if stored is not None else []
+
+    def add_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list:
+        """A file the engine saw crash or hang: through the harness first (add_native_crash),
+        replayed in-process only when the stack's own code did not die on it."""
+        native = self.add_native_crash(data, engine, exe, env, source)
+        return native if native is not None else self.add_input(data, engine, source)
 
     def add_native_crash(self, data: bytes, engine: str, exe: Path, env: dict, source: str = "") -> list | None:
         """An input the engine saw crash or hang, run through the harness itself first.
@@ -685,17 +685,24 @@ def reduce(trace: Trace, sig: Signature, spec: str, budget: Budget | None = None
     """(the smallest trace still showing `sig`, strictify's outcome): cut at the first
     occurrence, ddmin, then -- a finding a real connection cannot produce is no bug report --
     repair the timings loss detection would have set (strictify.py), or say it could not."""
-    fires = lambda t: sig.key in signatures(t, spec)    # noqa: E731
-    cut = cut_to_finding(trace, sig, spec)
-    # Repair first, while the trace still has the ACKs that let loss detection declare its
-    # losses; a strict trace then shrinks to a strict one.  Shrinking a lenient trace first
-    # drops exactly those ACKs (a loss with nothing acknowledged after it is 3 events).
-    strict, repair = make_strict(cut, fires, lambda events: _valid(cut, _repair(events)))
+    cut, strict, repair = _cut_and_repair(trace, sig, spec)
     if strict is not None:
         return minimize(strict, spec, sig.key, budget=budget), repair
     small = minimize(cut, spec, sig.key, budget=budget)
+    fires = lambda t: sig.key in signatures(t, spec)    # noqa: E731
     strict, repair = make_strict(small, fires, lambda events: _valid(small, _repair(events)))
     return strict or small, repair
+
+
+def _cut_and_repair(trace: Trace, sig: Signature, spec: str) -> tuple:
+    """(the prefix up to the finding, its strict form or None, strictify's outcome).  Repair
+    first, while the trace still has the ACKs that let loss detection declare its losses; a
+    strict trace then shrinks to a strict one.  Shrinking a lenient trace first drops exactly
+    those ACKs (a loss with nothing acknowledged after it is 3 events)."""
+    fires = lambda t: sig.key in signatures(t, spec)    # noqa: E731
+    cut = cut_to_finding(trace, sig, spec)
+    strict, repair = make_strict(cut, fires, lambda events: _valid(cut, _repair(events)))
+    return cut, strict, repair
 
 
 def cut_to_finding(trace: Trace, sig: Signature, spec: str, at: int | None = None) -> Trace:

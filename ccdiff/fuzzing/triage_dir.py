@@ -100,8 +100,7 @@ def cmd_fuzz_triage(args) -> int:
                   file=sys.stderr)
             skipped += 1
             continue
-        if triage.add_native_crash(data, ENGINE, exe, env, str(path)) is None:
-            triage.add_input(data, ENGINE, str(path))
+        triage.add_crash(data, ENGINE, exe, env, str(path))
     # New to the folder, or stored lenient before and strict now (Triage.upgraded).
     new = [stored for key, stored in triage.stored.items() if key not in known or key in triage.upgraded]
     print(f"{len(files) - skipped} input(s) from {args.inputs} triaged on {target.label}"
