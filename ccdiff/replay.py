@@ -21,7 +21,7 @@ from .ledger import ACKED, Ledger
 from .native import AdapterCrash, AdapterError
 from .profiles import Profile, judge, load_profile
 from .remote import BATCH
-from .status import status_of
+from .status import FixReplay, fixes_claimed, status_of, version_key
 from .stacks import Target, load_recipes, open_controller, resolve
 from .trace import Trace, judge_reachability
 from .triggers import Triggers
@@ -44,6 +44,7 @@ class Run:
     triggers: Triggers = field(default_factory=Triggers)   # for dynamic divergence waivers
     last: object = None       # the latest snapshot (Snapshot), None before the first
     steps: int = 0            # snapshots taken: events stepped without an error
+    fix_replays: dict | None = None   # fixed_in -> FixReplay (status.status_of), set by replay()
 
     @property
     def label(self) -> str:
@@ -83,11 +84,12 @@ def _open_run(target: Target, trace: Trace, hidden: bool = False) -> Run:
 
 
 def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool = True,
-           compare: tuple = ()) -> ReplayResult:
+           compare: tuple = (), confirm_fixes: bool = True) -> ReplayResult:
     """trace: a Trace, or a StreamedTrace (ccdiff/trace_stream.py) read from its file as it
     goes; with keep_snapshots False each run keeps its last snapshot only.  compare: pairs
     of labels (candidate, baseline) of the requested stacks whose snapshots are compared
-    event by event as the replay goes (ReplayResult.first_difference)."""
+    event by event as the replay goes (ReplayResult.first_difference).  confirm_fixes: a
+    finding a [[known]] fix's version bound covers is replayed on that release (fix_replays)."""
     recipes = load_recipes()
     targets = [resolve(spec, recipes) for spec in specs]
     labels = [t.label for t in targets]
@@ -141,6 +143,7 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
         if comparing:
             comparing = [pair for pair in comparing if not _differs(pair, index, first_difference)]
     findings = []
+    strict = judge_reachability(trace).reachability == "strict"   # a lenient finding's status is that
     for run in runs.values():
         if hasattr(run.controller, "close"):
             run.controller.close()
@@ -152,10 +155,48 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
         for finding in run_findings:
             finding.line = trace.line_of(finding.event_index)
         run.triggers.record_mechanisms(run.checker.first_explained)
-        findings.extend(sorted(judge(run_findings, run.profile, run.triggers.first), key=lambda f: f.event_index))
+        run_findings = sorted(judge(run_findings, run.profile, run.triggers.first), key=lambda f: f.event_index)
+        if check and confirm_fixes and strict and run.target.kind == "native":
+            run.fix_replays = fix_replays(trace, run.target, run.profile, run_findings)
+        findings.extend(run_findings)
     visible = {label: run for label, run in runs.items() if not run.hidden}
-    judge_reachability(trace)
     return ReplayResult(trace, visible, findings, first_difference)
+
+
+def fix_replays(trace: Trace, target: Target, profile: Profile, findings: list) -> dict:
+    """fixed_in -> FixReplay for each [[known]] fix that would file one of these findings as
+    fixed (status.fixes_claimed): the trace replayed on that release, or on the first pinned
+    release after it that is built (`make run` builds the pinned ones: quiche 0.30.0 stands
+    for 0.26.1), in its default configuration of the same algorithm -- a tuning option such
+    as quiche's idle_fix=off would turn the very fix off.  Nothing built: FixReplay("")."""
+    wanted = sorted({v for f in findings for v in fixes_claimed(f.status, f.invariant, target.version,
+                                                                profile.known, f.detail)})
+    recipe = target.recipe
+    cc = [f"{key}={value}" for key, value in target.options if key == "cc"]
+    out = {}
+    for fixed_in in wanted:
+        later = sorted((v for v in recipe.versions if version_key(v) > version_key(fixed_in)), key=version_key)
+        replays = (_replay_on_release(trace, recipe, version, cc) for version in [fixed_in] + later)
+        out[fixed_in] = next((r for r in replays if r is not None), FixReplay(""))
+    return out
+
+
+def _replay_on_release(trace: Trace, recipe, version: str, cc: list) -> FixReplay | None:
+    """The trace replayed on recipe@version, or None where that release cannot run here (not
+    built, or not served by the stack's adapter container)."""
+    from .build import is_current
+    from .remote import remote_address
+    if remote_address(recipe.name) is None and not is_current(recipe, version):
+        return None
+    spec = f"{recipe.name}@{version}" + (":" + ",".join(cc) if cc else "")
+    try:
+        result = replay(trace, [spec], keep_snapshots=False, confirm_fixes=False)
+    except SetupError:
+        return None
+    (run,) = result.runs.values()
+    if run.error is not None:
+        return None
+    return FixReplay(spec, frozenset(f.invariant for f in result.violations))
 
 
 def _differs(pair: tuple, index: int, first_difference: dict) -> bool:
@@ -212,7 +253,7 @@ def upstream_status(run: Run, finding, reachability: str):
     recipe = run.target.recipe
     return status_of(finding.status, finding.invariant, run.target.version, run.profile.known, reachability,
                      finding.detail, run.profile.upstream, stack=recipe.name if recipe else "",
-                     release=recipe.default_version if recipe else "")
+                     release=recipe.default_version if recipe else "", fix_replays=run.fix_replays)
 
 
 class Divergence:

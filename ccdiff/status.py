@@ -3,11 +3,17 @@
 One line, first on every finding page and finding.md (issue 15):
 
   new                                      not documented, not known upstream: a bug report
+                                           ("— S@V still shows it: not what K fixed" when a
+                                           [[known]] fix's version bound covers it but that
+                                           release, replayed, does not)
   new here — upstream tracker not checked  the same, for a stack whose profile records no
                                            check of its tracker (`[upstream] checked`):
                                            a draft, to check before filing
   known upstream                           an open upstream issue covers it (link)
-  fixed upstream in VERSION                a later release fixes it (link)
+  fixed upstream in VERSION                a later release fixes it (link): replayed on that
+                                           release (or a later built one), the trace no longer
+                                           shows it (ccdiff/fix_check.py); "— by version only"
+                                           when no such build was there to replay it on
   documented deviation — not a bug report  the stack's profile documents it on purpose
   consequence of X in this run             a trajectory divergence that follows violation X
                                            (neither known nor fixed): X's report, not its own
@@ -46,6 +52,8 @@ LENIENT = "lenient trace only — not reachable as found"
 # traces of a report is listed on one primary page; the others say where the report is.
 OCCURRENCE = ("another occurrence of {invariant} on {stack} — part of the report on {trace} "
               "(findings/{id}), not a report of its own")
+STILL_SHOWN = " — {label} still shows it: not what {id} fixed"
+NOT_REPLAYED = " — by version only: no build of {version} or later to replay it on (`ccdiff build {stack}@{version}`)"
 LOCAL = "local build of {stack}@{version} — compare with its release (`--against {stack}@{release}`) before filing"
 
 
@@ -62,6 +70,15 @@ class Status:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "text": self.text, "url": self.url, "known_id": self.known_id}
+
+
+@dataclass(frozen=True)
+class FixReplay:
+    """A trace replayed on the release a [[known]] entry says fixed its finding (replay.py
+    fix_replays): label is the release replayed ("" when none was built), shows the
+    invariants it still violates there."""
+    label: str
+    shows: frozenset = frozenset()
 
 
 def is_local_build(version: str) -> bool:
@@ -112,24 +129,46 @@ def followed(detail: str) -> list:
     return [name.strip() for name in match.group(1).split(",")] if match else []
 
 
+def fixes_claimed(finding_status: str, invariant: str, version: str, known: list, detail: str = "") -> list:
+    """The `fixed_in` releases of the [[known]] entries that would file this finding as fixed
+    (fix_check.py replays the trace on one of them before status_of says so)."""
+    if finding_status == "deviation":
+        return []
+    covered = {invariant} | set(followed(detail) if invariant == "trajectory-divergence" else [])
+    return [entry["fixed_in"] for entry in known if entry.get("fixed_in") and covered & set(entry["invariants"])
+            and affects(entry.get("affects", "all"), version)]
+
+
 def status_of(finding_status: str, invariant: str, version: str, known: list, reachability: str,
-              detail: str = "", checked: dict | None = None, stack: str = "", release: str = "") -> Status:
+              detail: str = "", checked: dict | None = None, stack: str = "", release: str = "",
+              fix_replays: dict | None = None) -> Status:
     """One rule for replay, matrix, conform and the reports.  A trajectory divergence that
     follows a known bug's findings (profiles.judge) is that bug's footprint: same status.
     checked: the profile's `[upstream]` record; without one, "new" is "unchecked".
     stack, release: the stack's name and the release to compare a local build with (its
-    default pinned version), named in the local-build status."""
+    default pinned version), named in the local-build status.
+    fix_replays: fixed_in -> fix_check.FixReplay, the trace replayed on that release (or a
+    later one): an entry's fix covers a finding only if the release no longer shows it --
+    a version bound alone filed quiche 0.26.0's timer-loss recovery start, which 0.26.1 and
+    0.30.0 still show, as "fixed upstream in 0.26.1".  None: not replayed (no note)."""
     follows = followed(detail) if invariant == "trajectory-divergence" else []
     covered = {invariant} | set(follows)
     if finding_status == "deviation":
         return Status("deviation", DEVIATION)
     if reachability == "lenient":
         return Status("lenient", LENIENT)
+    still = ""
     for entry in known:
         if covered & set(entry["invariants"]) and affects(entry.get("affects", "all"), version):
             if entry.get("fixed_in"):
-                return Status("fixed", f"fixed upstream in {entry['fixed_in']}",
-                              entry.get("fixed_url") or entry["url"], entry["id"])
+                replayed = (fix_replays or {}).get(entry["fixed_in"])
+                if replayed is not None and replayed.shows & covered:
+                    still = still or STILL_SHOWN.format(label=replayed.label, id=entry["id"])
+                    continue                       # not what that fix fixed
+                text = f"fixed upstream in {entry['fixed_in']}"
+                if replayed is not None and not replayed.label:
+                    text += NOT_REPLAYED.format(stack=stack or "STACK", version=entry["fixed_in"])
+                return Status("fixed", text, entry.get("fixed_url") or entry["url"], entry["id"])
             return Status("known", KNOWN, entry["url"], entry["id"])
     if follows:
         # The footprint of the violations it follows (profiles.judge): their report shows it;
@@ -141,8 +180,8 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
         return Status("local", LOCAL.format(stack=stack or "STACK", version=version,
                                             release=release or "RELEASE"))
     if not checked:
-        return Status("unchecked", UNCHECKED)
-    return Status("new", NEW)
+        return Status("unchecked", UNCHECKED + still)
+    return Status("new", NEW + still)
 
 
 def validate_upstream(record, source: str) -> dict:

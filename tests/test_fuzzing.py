@@ -287,6 +287,39 @@ def test_a_lenient_finding_is_replaced_by_the_first_strict_input_that_shows_it(t
     assert Triage(tmp_path, QUICHE, QUICHE).wanted(decode(STRICT_FUTURE_RECOVERY)) == set()
 
 
+def test_a_replacement_waits_for_another_workers_conclusion(tmp_path, monkeypatch, capsys):
+    """CI, stop 41: two workers on one findings folder; one replaced a lenient finding by a
+    strict one while the other's report replayed it, and the other's report failed ("does not
+    reproduce the findings in the document", exit 2).  A replacement now waits while another
+    worker concludes, and that worker's summary and report are of the folder as it was."""
+    import threading
+    from argparse import Namespace
+
+    import ccdiff.matrix
+    from ccdiff.fuzzing.conclude import conclude
+    first = Triage(tmp_path, QUICHE, QUICHE)
+    [lenient] = first.add_input(REPRODUCER.read_bytes(), "afl", "crash-1")
+    other = Triage(tmp_path, QUICHE, QUICHE)                     # the second worker
+    real, seen = ccdiff.matrix.run_matrix, {}
+
+    def replace_while_reporting(traces, specs):
+        doc = real(traces, specs)                                # the report's first replay
+        seen["thread"] = threading.Thread(
+            target=lambda: seen.setdefault("stored", other.add_input(STRICT_FUTURE_RECOVERY, "libfuzzer", "c2")))
+        seen["thread"].start()
+        seen["thread"].join(3)
+        seen["waited"] = seen["thread"].is_alive()               # blocked by the conclusion's lock
+        return doc
+    monkeypatch.setattr(ccdiff.matrix, "run_matrix", replace_while_reporting)
+    conclude(first, [lenient], Namespace(no_report=False, qlog_schema="0.3"))   # raised SetupError before
+    seen["thread"].join(120)
+    assert seen["waited"]
+    assert "lenient trace only" in capsys.readouterr().out and (first.folder / "report" / "index.html").exists()
+    [strict] = seen["stored"]
+    assert load_trace(str(strict.folder / "reproducer.jsonl")).reachability == "strict"
+    assert json.loads((strict.folder / "finding.json").read_text())["found_by"] == ["afl", "libfuzzer"]
+
+
 def test_every_seed_is_strict_and_clean_on_every_pinned_stack():
     """Campaigns start from fuzz/seeds/ (every subfolder).  The seeds are shapes a real
     connection has (slow start, an ECN-CE mark, congestion avoidance, a short pause, app-
@@ -487,17 +520,24 @@ def test_afl_counters_are_live_while_it_runs(tmp_path):
         campaign.stop()
 
 
-@pytest.mark.parametrize("spec,kind,code", [(QUICHE, "fixed", 0), ("quiche@0.30.0", "new", 1)])
-def test_stored_findings_are_judged_and_only_strict_new_ones_fail(tmp_path, spec, kind, code, capsys):
-    """One strict trace, the timer loss that pushes the recovery start into the future: on
-    0.26.0 the death spiral's root cause, fixed upstream in 0.26.1 (its [[known]] entry),
-    reported but not failed on; on 0.30.0 not known upstream: new, and the run exits 1.  A
-    campaign on a pristine release used to print every stored signature as "new" and exit 1."""
+@pytest.mark.parametrize("spec,trace,kind,code", [
+    (QUICHE, "examples/death-spiral.jsonl", "fixed", 0),
+    (QUICHE, "fuzz/reproducers/timer-loss-idle-restart.jsonl", "new", 1),
+    ("quiche@0.30.0", "fuzz/reproducers/timer-loss-idle-restart.jsonl", "new", 1)])
+def test_stored_findings_are_judged_and_only_strict_new_ones_fail(tmp_path, spec, trace, kind, code, capsys):
+    """The death spiral on 0.26.0 is fixed upstream in 0.26.1 (its [[known]] entry, and 0.26.1
+    replayed no longer shows it): reported, not failed on.  The timer loss that pushes the
+    recovery start into the future is new on 0.26.0 as on 0.30.0 -- the death spiral's
+    version bound covers it, but 0.26.1 replayed still shows it (it was filed "fixed" until
+    2026-11-29) -- and the run exits 1.  A campaign on a pristine release used to print every
+    stored signature as "new" and exit 1."""
+    from ccdiff.build import ensure_built
     from ccdiff.fuzzing.triage import stack_folder_name
     from ccdiff.fuzzing.verdicts import record, summarize, verdicts
+    ensure_built("quiche@0.30.0")     # what 0.26.1's fix is replayed on when 0.26.1 is not built
     folder = tmp_path / stack_folder_name(spec) / "future-recovery-start--sent-recovery"
     folder.mkdir(parents=True)
-    shutil.copy(ROOT / "fuzz" / "reproducers" / "timer-loss-idle-restart.jsonl", folder / "reproducer.jsonl")
+    shutil.copy(ROOT / trace, folder / "reproducer.jsonl")
     (folder / "finding.json").write_text(json.dumps({"stack": spec, "invariant": "future-recovery-start",
                                                      "shape": "sent-recovery", "events": 9, "found_by": ["afl"]}))
     triage = Triage(tmp_path, spec, spec)
@@ -766,6 +806,22 @@ def test_quiche_css_epoch_counts_idle_time():
     found = {(f.stack, f.invariant) for f in result.violations}
     assert found == {("quiche@0.30.0", "idle-inflation"), (QUICHE, "idle-inflation")}
     assert [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots[-8::7]] == [25800, 29400]
+
+
+def test_hystart_seen_when_css_begins_part_way_through_an_ack():
+    """A misfire found by fuzzing pristine quiche (2026-11-29, reported "new, strict"): the
+    18-packet ACK that carries HyStart++'s RTT increase grows cwnd by one datagram per packet
+    until CSS begins and by a quarter after (+12,600 of 21,600 bytes).  The `hystart` trigger
+    looked for growth under half the acked bytes only, so the documented hystart-plus-plus
+    deviation could not explain the divergence it starts.  With HyStart++ off, no divergence."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "quiche-css-entry-mid-ack.jsonl"))
+    assert trace.reachability == "strict"
+    result = replay(trace, ["quiche@0.30.0", QUICHE, "quiche@0.30.0:hystart=off"])
+    assert [s.cwnd for s in result.runs[QUICHE].snapshots[19:21]] == [13200, 25800]
+    assert result.runs[QUICHE].triggers.first["hystart"] == 20
+    assert {(f.stack, f.invariant, f.status) for f in result.findings if f.invariant == "trajectory-divergence"} == {
+        ("quiche@0.30.0", "trajectory-divergence", "deviation"), (QUICHE, "trajectory-divergence", "deviation")}
+    assert not result.violations
 
 
 def test_picoquic_idle_uses_w_cubic_uncapped():

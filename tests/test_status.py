@@ -14,7 +14,7 @@ from ccdiff.profiles import Profile, judge, load_profile
 from ccdiff.replay import replay
 from ccdiff.stacks import resolve
 from ccdiff.trace import load_trace
-from ccdiff.status import DEVIATION, KNOWN, LENIENT, NEW, UNCHECKED, affects, status_of
+from ccdiff.status import DEVIATION, KNOWN, LENIENT, NEW, UNCHECKED, FixReplay, affects, status_of
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICHE_PROFILE = load_profile(resolve("quiche@0.26.0").recipe)
@@ -29,6 +29,35 @@ QUICHE_KNOWN = QUICHE_PROFILE.known
 def test_the_death_spiral_is_fixed_upstream_in_0_26_1_only_for_older_releases(version, text):
     assert status_of("violation", "future-recovery-start", version, QUICHE_KNOWN, "strict", "",
                      QUICHE_PROFILE.upstream).text == text
+
+
+def test_a_fix_covers_a_finding_only_if_the_fixed_release_no_longer_shows_it():
+    """A version bound is a claim; the replay on the fixed release is the evidence.  quiche
+    0.26.0's recovery start pushed into the future by a timer loss and an idle restart
+    (fuzz/reproducers/timer-loss-idle-restart.jsonl) was filed "fixed upstream in 0.26.1" by
+    the death spiral's bound, yet 0.26.1 and 0.30.0 show it too: a bug report, not a fixed one.
+    The death spiral itself stays fixed: 0.26.1 replayed does not show it."""
+    def status(replayed):
+        return status_of("violation", "future-recovery-start", "0.26.0", QUICHE_KNOWN, "strict", "",
+                         QUICHE_PROFILE.upstream, stack="quiche", fix_replays={"0.26.1": replayed})
+    still = status(FixReplay("quiche@0.30.0", frozenset({"future-recovery-start"})))
+    assert still.kind == "new" and still.text == NEW + " — quiche@0.30.0 still shows it: not what " \
+        "cubic-idle-shift-death-spiral fixed"
+    gone = status(FixReplay("quiche@0.26.1", frozenset({"trajectory-divergence"})))
+    assert (gone.kind, gone.text) == ("fixed", "fixed upstream in 0.26.1")
+    unbuilt = status(FixReplay(""))
+    assert unbuilt.kind == "fixed" and "by version only" in unbuilt.text and "ccdiff build quiche@0.26.1" in unbuilt.text
+
+    from ccdiff.build import ensure_built
+    ensure_built("quiche@0.30.0")
+    for name, kind in (("fuzz/reproducers/timer-loss-idle-restart.jsonl", "new"),
+                       ("examples/death-spiral.jsonl", "fixed")):
+        result = replay(load_trace(str(ROOT / name)), ["quiche@0.26.0"])
+        run = result.runs["quiche@0.26.0"]
+        assert set(run.fix_replays) == {"0.26.1"} and run.fix_replays["0.26.1"].label, name
+        spiral = next(f for f in result.findings if f.invariant == "future-recovery-start")
+        from ccdiff.replay import upstream_status
+        assert upstream_status(run, spiral, "strict").kind == kind, name
 
 
 def test_new_needs_a_record_of_the_upstream_check():

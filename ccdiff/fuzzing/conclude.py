@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import SetupError
+from .triage import folder_lock
 from .verdicts import record, summarize, verdicts
 
 
@@ -22,40 +23,46 @@ def require_built(target) -> None:
 
 def conclude(triage, new: list, args) -> int:
     """Every stored finding's verdict (fuzzing/verdicts.py) into its finding.json and the
-    summary, the report, and the exit code: 1 only for a strict bug report."""
-    found = verdicts(triage)
-    record(triage, found)
-    code = summarize(triage, found, new)
-    if triage.stored and not args.no_report:
-        write_report(triage, args.qlog_schema)
+    summary, the report, and the exit code: 1 only for a strict bug report.  Workers on one
+    findings folder finish together: one concludes at a time (triage.folder_lock), from what
+    is stored on disk by then, while no other replaces a finding it is replaying."""
+    with folder_lock(triage.folder):
+        triage.reload()
+        new = [triage.stored.get(stored.signature.key, stored) for stored in new]   # as stored now
+        found = verdicts(triage)
+        record(triage, found)
+        code = summarize(triage, found, new)
+        if triage.stored and not args.no_report:
+            _write_report(triage, args.qlog_schema)
     return code
 
 
 def write_report(triage, qlog_schema: str = "0.3") -> None:
-    """Every stored reproducer of this stack in one HTML report (docs/reports.md).  Workers
-    on one findings folder finish together: one writes the report at a time (flock), from
-    what is stored on disk by then, so the last one's report holds every worker's findings."""
+    """Every stored reproducer of this stack in one HTML report (docs/reports.md), so the
+    last worker's report holds every worker's findings."""
+    with folder_lock(triage.folder):
+        _write_report(triage, qlog_schema)
+
+
+def _write_report(triage, qlog_schema: str) -> None:
     import contextlib
-    import fcntl
     import shutil
     from ..isolation import isolated
     from ..matrix import run_matrix
     from ..report import build_report
-    with open(triage.folder / ".report.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        traces = sorted(str(path) for path in triage.folder.glob("[!.]*/reproducer.jsonl"))
-        # A stored native crash would crash this process again: its replays (the matrix and
-        # the report's own) then go through an isolated adapter, where the crash is the
-        # stack's adapter-error finding.
-        crashes = any(triage.folder.glob("native-crash--*/reproducer.jsonl"))
-        with isolated() if crashes else contextlib.nullcontext():
-            doc = run_matrix(traces, [triage.spec])
-            if doc["findings"]:
-                folder = triage.folder / "report"
-                if folder.exists():
-                    shutil.rmtree(folder)
-                build_report(doc, folder, qlog_schema=qlog_schema)
-                print(f"report: {folder / 'index.html'}", file=sys.stderr)
+    traces = sorted(str(path) for path in triage.folder.glob("[!.]*/reproducer.jsonl"))
+    # A stored native crash would crash this process again: its replays (the matrix and
+    # the report's own) then go through an isolated adapter, where the crash is the
+    # stack's adapter-error finding.
+    crashes = any(triage.folder.glob("native-crash--*/reproducer.jsonl"))
+    with isolated() if crashes else contextlib.nullcontext():
+        doc = run_matrix(traces, [triage.spec])
+        if doc["findings"]:
+            folder = triage.folder / "report"
+            if folder.exists():
+                shutil.rmtree(folder)
+            build_report(doc, folder, qlog_schema=qlog_schema)
+            print(f"report: {folder / 'index.html'}", file=sys.stderr)
 
 
 __all__ = ["conclude", "require_built", "write_report"]

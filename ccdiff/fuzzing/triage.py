@@ -24,7 +24,9 @@ folder is moved aside and the new one renamed in, so a reader still never sees h
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -46,6 +48,23 @@ from .strictify import LENIENT_ONLY, make_strict
 
 MAX_TESTS = 3000   # replays one minimization may spend
 STAGING = ".staging"   # under the stack's folder: same file system, so rename(2) is atomic
+LOCK = ".lock"         # under the stack's folder: replacing a finding vs concluding a run
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path):
+    """Held while a finding's folder is replaced (Triage._replace) and while a run concludes
+    (conclude.py: verdicts, summary, report).  A conclusion replays every stored reproducer
+    and then compares a second replay with the first; a worker replacing one of them in
+    between made the report fail ("does not reproduce the findings in the document": CI,
+    stop 41).  Publishing a new signature needs no lock: a conclusion only reads the
+    folders it listed, and rename(2) never changes one of them."""
+    with open(folder / LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:   # explicitly: a child forked meanwhile shares the handle, and closing ours would not free it
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -252,8 +271,7 @@ class Triage:
         self.stored: dict = {}
         self.upgraded: set = set()   # keys stored lenient before and strict now (by this run)
         self._worker = None   # the child that triages inputs (crash_guard.ChildWorker)
-        for info in sorted(self.folder.glob("[!.]*/finding.json")):   # not .staging/ or .work/
-            self._load(info.parent.name)
+        self.reload()
 
     def close(self) -> None:
         """Ends the triage child (it ends with the store's last reference too)."""
@@ -264,10 +282,10 @@ class Triage:
         """The finding stored under `key` (by this or another run), or None."""
         try:
             data = json.loads((self.folder / key / "finding.json").read_text())
-        except (OSError, ValueError):
+            stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), self.folder / key,
+                            data["events"], list(data["found_by"]), data.get("reachability_repair", ""))
+        except (OSError, ValueError, KeyError, TypeError):   # half-written by an old version, or not ours
             return None
-        stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), self.folder / key,
-                        data["events"], data["found_by"], data.get("reachability_repair", ""))
         self.stored[key] = stored
         return stored
 
@@ -308,27 +326,34 @@ class Triage:
                  repair: str) -> Stored | None:
         """A lenient finding's folder replaced by a strict one: the new folder is staged
         whole, the old one moved aside into staging, the new one renamed into its place.
-        Returns None when another worker replaced it first."""
-        new = Stored(old.signature, old.folder, events, found_by, repair)
-        tmp = self._stage(new, files, source)
-        aside = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.lenient.", dir=tmp.parent))
-        try:
+        Returns None when another worker replaced it first (this store's copy of the entry
+        may be older than the folder: it is read again under the lock)."""
+        with folder_lock(self.folder):
+            current = self._load(old.signature.key)
+            if current is None or current.repair != LENIENT_ONLY:
+                return None
+            found_by = list(dict.fromkeys(current.found_by + found_by))
+            new = Stored(old.signature, old.folder, events, found_by, repair)
+            tmp = self._stage(new, files, source)
+            aside = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.lenient.", dir=tmp.parent))
             os.rename(old.folder, aside / "old")
-        except OSError:               # another worker moved it first
-            shutil.rmtree(tmp)
+            try:
+                os.rename(tmp, new.folder)
+            except OSError as error:
+                if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                shutil.rmtree(tmp)    # a worker published it in the gap (publishing takes no lock): theirs stays
+                new = None
             shutil.rmtree(aside)
-            return None
-        try:
-            os.rename(tmp, new.folder)
-        except OSError as error:
-            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
-            shutil.rmtree(tmp)        # another worker published it in between: theirs stays
-            new = None
-        shutil.rmtree(aside)
         if new is not None:
             self.stored[new.signature.key] = new
         return new
+
+    def reload(self) -> None:
+        """This store as the folder holds it now: other workers' findings and replacements."""
+        self.stored = {}
+        for info in sorted(self.folder.glob("[!.]*/finding.json")):   # not .staging/ or .work/
+            self._load(info.parent.name)
 
     def replay_command(self, stored: Stored) -> str:
         return f"python3 -m ccdiff replay {stored.folder / 'reproducer.jsonl'} --stack {self.spec}"

@@ -110,7 +110,7 @@ def summarize(triage, found: dict, new: list) -> int:
     replay commands, and the exit code (1: a strict bug report is stored; else 0)."""
     counts: dict = {}
     for verdict in found.values():
-        name = verdict.text if verdict.kind != "fixed" else "fixed upstream"
+        name = {"fixed": "fixed upstream", "new": NEW, "unchecked": UNCHECKED}.get(verdict.kind, verdict.text)
         name = f"{name} ({verdict.reachability})" if verdict.kind in ("new", "unchecked") else name
         counts[name] = counts.get(name, 0) + 1
     failing = sorted(key for key, verdict in found.items() if verdict.fails)

@@ -25,6 +25,7 @@ from ..invariants import Checker, Truth
 from ..ledger import Ledger
 from ..native import AdapterError
 from ..profiles import judge, load_profile
+from ..replay import fix_replays
 from ..snapshot import RECOVERY
 from ..stacks import Target, open_controller, resolve
 from ..status import status_of
@@ -486,11 +487,12 @@ def _with_status(findings: list, target: Target, profile, trace: Trace | None) -
         return [f.to_dict() for f in findings]
     reachability = judge_reachability(trace).reachability
     recipe = target.recipe
+    fixes = fix_replays(trace, target, profile, findings) if reachability == "strict" else {}
     out = []
     for f in findings:
         status = status_of(f.status, f.invariant, target.version, profile.known, reachability, f.detail,
                            profile.upstream, stack=recipe.name if recipe else "",
-                           release=recipe.default_version if recipe else "")
+                           release=recipe.default_version if recipe else "", fix_replays=fixes)
         d = dict(f.to_dict(), upstream_status=status.text, upstream_kind=status.kind)
         if reachability == "lenient":
             d["reachability"] = "lenient"
