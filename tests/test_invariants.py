@@ -3,6 +3,7 @@
 Faults are injected by perturbing the oracle's snapshots before the checker
 sees them: the checker is under test here, not a stack.
 """
+import json
 import math
 
 from hypothesis import given, settings
@@ -612,3 +613,40 @@ def test_growth_without_ack_flags_a_raise_on_any_event_but_an_ack():
         found["growth-without-ack"].detail
     # A provisional loss snapshot (ngtcp2) is not the stack's state: its ACK is judged instead.
     assert "growth-without-ack" not in check(flow, raise_on({LOST}), provisional_loss=True)
+
+
+def _slow_start_with_small_packets(size: int = 1128, acks: int = 60) -> str:
+    """Ten packets, then one ACK per packet, each releasing two more, in slow start: the
+    packet size of quiche's own connections (1,128 bytes), below the 1,200-byte datagram."""
+    lines = [{"ccdiff_trace": 1, "max_datagram_size": 1200, "name": f"slow start, {size}-byte packets"}]
+    t = pn = 0
+    for _ in range(10):
+        lines.append({"t": t, "ev": "sent", "pn": pn, "bytes": size})
+        pn += 1
+    t = 40_000
+    for k in range(acks):
+        lines.append({"t": t, "ev": "ack", "pns": [k]})
+        for _ in range(2):
+            lines.append({"t": t, "ev": "sent", "pn": pn, "bytes": size})
+            pn += 1
+        t += 1_000 if k % 10 != 9 else 31_000
+    return "\n".join(json.dumps(line) for line in lines) + "\n"
+
+
+def test_slow_start_growth_may_use_what_a_byte_counter_carried(tmp_path):
+    """quiche's own connection (2026-11-29) was convicted of ss-growth-bound on every run:
+    it adds a datagram when its byte counter holds one (cubic.rs bytes_acked_sl), so with
+    1,128-byte packets every second ACK grows 1,200.  Over the run it never grows by more than
+    it acknowledged: the bound carries what earlier ACKs left (less than a datagram).  A
+    window growing a datagram per packet whatever its size (quiche's Reno) outgrows the bytes
+    acknowledged by 72 per ACK and is still flagged once that exceeds a datagram."""
+    from ccdiff.trace import load_trace
+    path = tmp_path / "small.jsonl"
+    path.write_text(_slow_start_with_small_packets())
+    result = replay(load_trace(str(path)), ["quiche@0.30.0", "quiche-reno@0.30.0", "quinn"])
+    found = {(f.stack, f.invariant) for f in result.violations}
+    assert found == {("quiche-reno@0.30.0", "ss-growth-bound")}, found
+    cwnd = [s.cwnd for s in result.runs["quiche@0.30.0"].snapshots]
+    assert cwnd[-1] - cwnd[0] <= 60 * 1128 and any(b - a == 1200 for a, b in zip(cwnd, cwnd[1:]))
+    (reno,) = [f for f in result.violations if f.stack == "quiche-reno@0.30.0"]
+    assert reno.event_index > 40      # the 17th ACK or so: 1,199 bytes of carry, 72 more each

@@ -27,7 +27,8 @@ def test_there_are_claims_to_check():
     assert {(name, e["invariant"]) for name, e in CLAIMS} >= {("aioquic", "growth-in-recovery"),
                                                               ("aioquic", "idle-inflation"),
                                                               ("ngtcp2", "idle-inflation"),
-                                                              ("picoquic", "ca-growth-bound")}
+                                                              ("picoquic", "ca-growth-bound"),
+                                                              ("quiche", "idle-inflation")}
 
 
 @pytest.mark.parametrize("name,entry", CLAIMS, ids=[f"{n}-{e['invariant']}" for n, e in CLAIMS])
