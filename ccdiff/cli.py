@@ -703,18 +703,6 @@ def cmd_merge(args) -> int:
 SIM_CONTROLS = ("oracle", "oracle-reno")   # the CUBIC reference and the Reno control
 
 
-def _sim_params(items) -> dict:
-    """--set KEY=VALUE: VALUE is JSON when it parses (numbers, lists), else a string."""
-    params = {}
-    for item in items or []:
-        key, _, value = item.partition("=")
-        try:
-            params[key] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key] = value
-    return params
-
-
 def _sim_trace_path(args, label: str, path: str | None = None, suffix: str = ".jsonl") -> str:
     path = path or args.trace
     if len(args.stack or ["oracle"]) == 1:
@@ -730,7 +718,8 @@ def cmd_sim(args) -> int:
     from .report_terminal import print_sim
     from .sim import simulate
     (scenario,) = _scenario_list([args.scenario])
-    params = _sim_params(args.set)
+    from .sim.scenario import parse_overrides
+    params = parse_overrides(args.set)
     if params:
         scenario = scenario.with_params(**params)
     specs = args.stack or ["oracle"]
@@ -819,6 +808,8 @@ def build_parser() -> argparse.ArgumentParser:
                 _add_decode, _add_encode, _add_minimize, _add_serve, _add_serve_reports, _add_conform, _add_merge,
                 _add_sim, _add_scenarios, _add_coverage, _add_import, _add_fidelity):
         add(sub)
+    from .connection.search import add_parser as add_confirm_parser
+    add_confirm_parser(sub)
     from .fuzzing.command import add_parser as add_fuzz_parser
     add_fuzz_parser(sub)
     from .fuzzing.triage_dir import add_parser as add_fuzz_triage_parser

@@ -242,6 +242,19 @@ def catalog_path(name: str) -> Path | None:
     return None
 
 
+def parse_overrides(items) -> dict:
+    """`--set KEY=VALUE` items (sim, confirm): VALUE is JSON when it parses (numbers, lists),
+    else a string; Scenario.with_params checks the names and values."""
+    params = {}
+    for item in items or []:
+        key, _, value = item.partition("=")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
 def load_scenario(name_or_path: str) -> Scenario:
     path = Path(name_or_path)
     if not path.suffix:

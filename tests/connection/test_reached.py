@@ -28,7 +28,9 @@ def test_there_are_claims_to_check():
                                                               ("aioquic", "idle-inflation"),
                                                               ("ngtcp2", "idle-inflation"),
                                                               ("picoquic", "ca-growth-bound"),
-                                                              ("quiche", "idle-inflation")}
+                                                              ("picoquic", "idle-inflation"),
+                                                              ("quiche", "idle-inflation"),
+                                                              ("quinn", "idle-inflation")}
 
 
 @pytest.mark.parametrize("name,entry", CLAIMS, ids=[f"{n}-{e['invariant']}" for n, e in CLAIMS])
