@@ -1255,6 +1255,7 @@ NUMERIC_BOUNDS = {
     ("coverage", "seeds"): (1, 100_000),
     ("bisect", "seeds"): (1, 100_000),
     ("bisect", "pass_below"): (0, 1),
+    ("confirm", "budget"): (1, 10_000),     # connection runs, each seconds
     "seeds": (0, 100_000),
     "first_seed": (0, 2**32 - 1),
     "seed": (0, 2**32 - 1),

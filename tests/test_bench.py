@@ -38,7 +38,9 @@ def test_run_all_quick_measures_every_part_in_one_table(tmp_path):
     # runs of 60 s, bench/results/bench-2026-11-29-fuzz-strict.md), with a strict reproducer.
     (strict,) = parts["strict"]
     assert (strict["bug"], strict["engine"], strict["reached"]) == ("picoquic uncapped W_cubic after idle", "afl", 1), strict
-    assert strict["signatures"] == ["ca-growth-bound--ack-congestion_avoidance"], strict
+    # Either face of the one bug comes first, as the campaign's timing has it (bench_fuzz.REAL_BUGS).
+    assert strict["signatures"] and set(strict["signatures"]) <= {"ca-growth-bound--ack-congestion_avoidance",
+                                                                   "idle-inflation--ack-congestion_avoidance"}, strict
     conform = parts["conform"]
     assert conform["runs"] == conform["stacks"] >= 2 and conform["totals"]["errors"] == 0
     assert conform["simulated_s"] > 0 and conform["main_max_rss_mb"] > 0 and conform["worker_max_rss_mb"] > 0

@@ -41,7 +41,8 @@ INPUTS = {("check-harness", "traces"), ("replay", "traces"), ("matrix", "traces"
           ("conform", "scenarios"), ("sim", "scenario"), ("fuzz", "seeds"), ("minimize", "trace"),
           ("bisect", "trace"), ("bisect", "scenario"), ("coverage", "corpus"), ("merge", "shards"),
           ("merge", "baseline"), ("import", "qlog"), ("fidelity", "qlog"),
-          ("fuzz-triage", "inputs"), ("serve", "token_file"), ("encode", "trace")}
+          ("fuzz-triage", "inputs"), ("serve", "token_file"), ("encode", "trace"), ("confirm", "start"),
+          ("confirm", "scenario")}
 OUTPUTS = {("check-harness", "json"), ("replay", "json"), ("replay", "report"), ("matrix", "json"), ("matrix", "report"),
            ("report", "out"), ("conform", "out"), ("sim", "trace"), ("sim", "qlog"), ("fuzz", "findings"),
            ("minimize", "output"), ("bisect", "json"), ("coverage", "out"), ("coverage", "json"), ("merge", "out"),
@@ -56,7 +57,8 @@ NOT_PATHS = {("check-harness", "stack"), ("check-harness", "relations"), ("repla
              # choices (walked with "nosuch-choice" like every choice), listed so a reader finds them
              ("replay", "qlog_schema"), ("matrix", "qlog_schema"), ("report", "qlog_schema"),
              ("conform", "qlog_schema"), ("fuzz", "qlog_schema"),
-             ("fuzz-triage", "stack"), ("fuzz-triage", "qlog_schema")}
+             ("fuzz-triage", "stack"), ("fuzz-triage", "qlog_schema"),
+             ("confirm", "stack"), ("confirm", "invariant"), ("confirm", "set")}
 ANY_BYTES = {("decode", "input"),   # every byte string decodes (docs/fuzz-encoding.md): only unreadable is an error
              ("serve", "token_file")}   # any visible ASCII line is a secret (a JSON list too)
 ZERO_IS_ERROR = {("conform", "seeds"), ("coverage", "seeds")}   # `conform --seeds 0` ran nothing and passed
@@ -160,6 +162,9 @@ def base_args(command: str, scratch: Scratch, out: Path) -> dict:
         "bisect": {"trace": [TRACE], "stack": ["--stack", "nosuch-stack"],
                    "invariant": ["--invariant", "future-recovery-start"], "all": ["--all"]},
         "import": {"qlog": [QLOG], "output": ["-o", str(out / "t.jsonl")]},
+        # connection runs take seconds each: its inputs (--from, --scenario, --set) are read and
+        # checked, then the stack is refused
+        "confirm": {"stack": ["--stack", "nosuch-stack"], "invariant": ["--invariant", "idle-inflation"]},
         "fidelity": {"qlog": [QLOG], "stack": ["--stack", "oracle"]},
         "minimize": {"trace": [TRACE], "stack": ["--stack", "oracle:idle=last-send"],
                      "invariant": ["--invariant", "future-recovery-start"], "output": ["-o", str(out / "min.jsonl")]},

@@ -278,26 +278,25 @@ def add_parser(sub) -> None:
 
 def cmd_confirm(args) -> int:
     from ..invariants import CATALOG
+    from ..sim.scenario import load_scenario, parse_overrides
     from ..stacks import resolve
+    from ..trace import TraceError, load_trace
     from .build import supports_connection
-    target = resolve(args.stack)
-    if target.kind != "native" or not supports_connection(target):
-        raise SetupError(f"{args.stack}: no connection shim (implementations/<stack>/connection/); "
-                         "`ccdiff stacks` lists the stacks")
+    # Everything the search reads is checked before the first connection run.
     if args.invariant not in CATALOG:
         raise SetupError(f"--invariant {args.invariant!r}: not an invariant; see docs/invariants.md")
-    if args.budget < 1:
-        raise SetupError("--budget must be at least 1")
-    from ..sim.scenario import load_scenario, parse_overrides
-    fixed = parse_overrides(args.set)
-    load_scenario(args.scenario).with_params(**fixed)        # a bad name or field fails before any run
     start = None
     if args.start:
-        from ..trace import TraceError, load_trace
         try:
             start = draw_from_trace(load_trace(args.start))
         except (OSError, TraceError) as exc:
             raise SetupError(f"--from {args.start}: {exc}") from None
+    fixed = parse_overrides(args.set)
+    load_scenario(args.scenario).with_params(**fixed)        # a bad name or field fails here
+    target = resolve(args.stack)
+    if target.kind != "native" or not supports_connection(target):
+        raise SetupError(f"{args.stack}: no connection shim (implementations/<stack>/connection/); "
+                         "`ccdiff stacks` lists the stacks")
     search = Search(args.scenario, args.stack, args.invariant, args.seed, args.budget, args.shrink, fixed)
     outcome = search.search(start)
     if args.json:
