@@ -112,6 +112,113 @@ def lost_packet_count(metrics: dict):
     return total if isinstance(total, int) and not isinstance(total, bool) else None
 
 
+# ---------------------------------------------------------------- quiche: losses from its counters
+
+def _quiche_space(data: dict) -> str:
+    ptype = str((data.get("header") or {}).get("packet_type", "1RTT")).lower()
+    return ptype if ptype in ("initial", "handshake") else "application"
+
+
+def _delta(metrics: dict, key: str):
+    value = metrics.get(key)
+    delta = value.get("delta") if isinstance(value, dict) else None
+    return delta if isinstance(delta, int) and not isinstance(delta, bool) else None
+
+
+class QuicheLosses:
+    """quiche's own qlog (0.26 and 0.30: recovery/congestion/recovery.rs, qlog_metrics) logs no
+    packet_lost: the losses its detection declares show only as cf_lost_packets {total, delta}
+    (and cf_lost_bytes) in the recovery_metrics_updated written after the ACK or the timer
+    that declared them.  Without them a trace of a lossy connection has no loss, and the
+    adapter never reacts (fidelity collapsed at the first one; future-recovery-start could
+    not be judged on quiche's own events, docs/connection-mode.md).
+
+    Which packets: RFC 9002 §6.1 declares a packet lost only if "it was sent prior to an
+    acknowledged packet", by the packet or the time threshold, and both take the oldest first.
+    So at a metrics record whose cf_lost_packets delta is n > 0, the n oldest packets of the
+    space of the last ACK that are in flight, unacknowledged and below that space's largest
+    acknowledged packet are the lost ones; cf_lost_bytes' delta, where logged, must be their
+    sizes.  They are written as packet_lost records just before that metrics record, at its
+    time (the importer then files each with the ACK that revealed it, or alone for a timer).
+    Where the candidates are fewer than n, or the bytes disagree, the import says so (the
+    trace then lacks or misplaces a loss).  A log with packet_lost records of its own is left
+    as it is."""
+
+    NAME = "quiche qlog"
+
+    def __init__(self):
+        self.flight: dict = {}             # space -> {pn: size} in flight, unacknowledged, in send order
+        self.largest: dict = {}            # space -> largest acknowledged pn
+        self.last_space = "application"    # of the last ACK frame read
+        self.logs_losses = False
+        self.inferred = 0
+        self.problems: list = []           # (line, what) where the counters and the log disagree
+
+    def wrap(self, records):
+        for where, ev in records:
+            data = ev.get("data") if isinstance(ev, dict) else None
+            if not isinstance(data, dict):
+                yield where, ev
+                continue
+            name = str(ev.get("name", ""))
+            if name.endswith("packet_lost"):
+                self.logs_losses = True
+            elif name.endswith("packet_sent"):
+                self._sent(data)
+            elif name.endswith("packet_received"):
+                self._received(data)
+            elif name.endswith("metrics_updated") and not self.logs_losses:
+                n = _delta(data, "cf_lost_packets")
+                if n:
+                    yield from ((where, lost) for lost in self._losses(where, ev, n, _delta(data, "cf_lost_bytes")))
+            yield where, ev
+
+    def _sent(self, data: dict) -> None:
+        frames = data.get("frames")
+        types = {f.get("frame_type") for f in frames if isinstance(f, dict)} if isinstance(frames, list) else set()
+        if types and types <= {"ack", "connection_close"}:
+            return                             # not in flight (RFC 9002 §2)
+        header, raw = data.get("header") or {}, data.get("raw") or {}
+        pn, size = header.get("packet_number"), packet_size(data, header, raw)
+        if isinstance(pn, int) and isinstance(size, int):
+            self.flight.setdefault(_quiche_space(data), {})[pn] = size
+
+    def _received(self, data: dict) -> None:
+        space = _quiche_space(data)
+        for frame in data.get("frames") or ():
+            if not isinstance(frame, dict) or frame.get("frame_type") != "ack":
+                continue
+            self.last_space = space
+            flight = self.flight.setdefault(space, {})
+            for item in frame.get("acked_ranges") or ():
+                if isinstance(item, list) and item and all(isinstance(x, int) for x in item):
+                    lo, hi = item[0], item[-1]
+                    self.largest[space] = max(self.largest.get(space, -1), hi)
+                    for pn in [pn for pn in flight if lo <= pn <= hi]:
+                        del flight[pn]
+
+    def _losses(self, where, ev, n: int, nbytes) -> list:
+        space = self.last_space
+        flight = self.flight.get(space, {})
+        candidates = sorted(pn for pn in flight if pn < self.largest.get(space, -1))[:n]
+        if len(candidates) < n:
+            self.problems.append((where.line, f"cf_lost_packets delta {n}, {len(candidates)} packet(s) sent "
+                                              f"before an acknowledged one to place"))
+        sizes = sum(flight[pn] for pn in candidates)
+        if nbytes is not None and len(candidates) == n and nbytes != sizes:
+            self.problems.append((where.line, f"cf_lost_bytes delta {nbytes}, the {n} oldest such packets "
+                                              f"hold {sizes}"))
+        ptype = {"initial": "initial", "handshake": "handshake"}.get(space, "1RTT")
+        out = []
+        for pn in candidates:
+            del flight[pn]
+            self.inferred += 1
+            out.append({"time": ev.get("time"), "name": "quic:packet_lost",
+                        "data": {"header": {"packet_type": ptype, "packet_number": pn},
+                                 "trigger": "ccdiff: from cf_lost_packets (qlog_dialects.QuicheLosses)"}})
+        return out
+
+
 # ---------------------------------------------------------------- quinn 0.11: ACKs from its counters
 
 def looks_like_quinn_send(name: str, data: dict) -> bool:

@@ -117,6 +117,7 @@ class Summary:
     received_without_frames: int = 0       # ... that log no frames (quinn 0.11: no ACK can be read)
     other_traces: int = 0                  # events of the file's other traces, left out
     stack_lost_packets: int = 0            # lost packets the stack's own metrics count (quiche)
+    inferred: list = field(default_factory=list)   # what the import wrote that the log does not name (#34)
 
     def dropped(self) -> list:
         """What the import left out of the trace, one short phrase each (#34 item 2): the
@@ -1220,7 +1221,8 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
         raise QlogError(path, where.line, f"{where.text()}: {reason}")
 
     quinn = dialects.QuinnAcks(rescan, quinn_fail)
-    for where, ev in quinn.wrap(reader):
+    quiche = dialects.QuicheLosses()
+    for where, ev in quinn.wrap(quiche.wrap(reader)):
         if quinn.active and not importer.stack_clock:
             importer.stack_clock = True
             importer.summary.note("quinn 0.11 qlog: no frames; ACKs rebuilt from its bytes_in_flight / "
@@ -1234,6 +1236,13 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
     if version is None and not summary.records:
         raise QlogError(path, None, "not a qlog: a JSON document with no qlog_version (or file_schema) "
                                     "and no events in traces[0].events")
+    if quiche.inferred:
+        summary.inferred.append(f"quiche qlog: {quiche.inferred} packet_lost written from its cf_lost_packets "
+                                "counter (the oldest packets sent before an acknowledged one, RFC 9002 §6.1)")
+        summary.note(summary.inferred[-1] + " (qlog_dialects.QuicheLosses)")
+    for line, what in quiche.problems[:3]:
+        summary.inferred.append(f"quiche qlog, line {line}: {what}")
+        summary.note(f"quiche qlog, line {line}: {what}: the trace may lack or misplace that loss")
     if quinn.active:
         summary.note(f"quinn 0.11 qlog: {quinn.inferred_acks} ACKs rebuilt, {quinn.ack_only} packets not in "
                      "flight (no growth of its counters) left out")
@@ -1276,10 +1285,13 @@ def import_qlog(path: str, write, all_spaces: bool = False) -> Summary:
 
 
 def with_dropped(header: Header, summary: Summary) -> None:
-    """The header's comment says what the import left out of the trace."""
+    """The header's comment says what the import left out of the trace, and what it wrote
+    that the log does not name."""
     dropped = summary.dropped()
     if dropped:
         header.comment += "; left out: " + "; ".join(dropped)
+    if summary.inferred:
+        header.comment += "; inferred: " + "; ".join(summary.inferred)
 
 
 class QlogTrace:

@@ -182,6 +182,41 @@ def test_quiche_dialect_initiator_unset_ssthresh_window_size_and_uncounted_losse
     assert "the stack's metrics count 2 lost packets, the log names 0" in capsys.readouterr().err
 
 
+def test_quiche_losses_are_read_from_its_counters(tmp_path, capsys):
+    """quiche logs no packet_lost, only cf_lost_packets {total, delta} (and cf_lost_bytes) in
+    the metrics after the ACK or the timer that declared them.  RFC 9002 §6.1 declares only
+    packets sent before an acknowledged one, oldest first: those are the lost ones
+    (qlog_dialects.QuicheLosses), written as the trace's losses -- the one an ACK revealed
+    before that ACK at its time, a timer's at its own time."""
+    def sent(t, pn):
+        return (t, "quic:packet_sent", {"header": {"packet_type": "1RTT", "packet_number": pn},
+                                        "raw": {"length": 1350}, "frames": [{"frame_type": "stream"}]})
+
+    def metrics(t, cwnd, bif, lost=0, lost_bytes=None, total=0):
+        data = {"congestion_window": cwnd, "bytes_in_flight": bif, "cf_lost_packets": {"total": total, "delta": lost}}
+        if lost_bytes is not None:
+            data["cf_lost_bytes"] = {"total": lost_bytes, "delta": lost_bytes}
+        return (t, "quic:recovery_metrics_updated", data)
+    path = _qlog(tmp_path, [
+        (0, "quic:parameters_set", {"initiator": "remote", "max_ack_delay": 20}),
+        *[sent(0, pn) for pn in range(6)], metrics(0, 13500, 8100),
+        _acked(20, [[1, 4]]), metrics(20, 9450, 0, lost=1, lost_bytes=1350, total=1),   # 0: 4 below the largest
+        *[sent(21, pn) for pn in (6, 7, 8)], metrics(21, 9450, 5400),
+        _acked(30, [[7, 7]]), metrics(30, 9450, 4050),
+        metrics(45, 6615, 1350, lost=2, total=3)])          # a timer: 5 and 6, sent before 7; not 8
+    rows = _import(path)
+    events = [(r["t"], r["ev"], r.get("pns")) for r in rows[1:] if r["ev"] in ("lost", "ack")]
+    assert events == [(20000, "lost", [0]), (20000, "ack", [[1, 4]]), (30000, "ack", [7]),
+                      (45000, "lost", [[5, 6]])], events
+    assert "quiche qlog: 3 packet_lost written from its cf_lost_packets counter" in rows[0]["comment"]
+    assert "the log names" not in rows[0]["comment"]
+    # More counted than can be placed (nothing acknowledged after them): said, not invented.
+    bad = _qlog(tmp_path, [sent(0, 0), sent(0, 1), metrics(0, 13500, 2700), _acked(20, [[0, 0]]),
+                           metrics(20, 9450, 0, lost=2, total=2)], name="bad.sqlog")
+    header = _import(bad)[0]
+    assert "cf_lost_packets delta 2, 0 packet(s) sent before an acknowledged one to place" in header["comment"]
+
+
 def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):
     """qvis's samples: quic-trace's draft-00 converter names event_fields, categories and
     frame types in capitals and received packets UNKNOWN; pcap2qlog ends with []."""
