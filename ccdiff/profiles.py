@@ -87,6 +87,10 @@ class Profile:
     # ACK, or over the ACKs of the last smoothed RTT for a stack that sets its window from
     # W_cubic(t) on every ACK, whose growth follows time rather than bytes (picoquic).
     ca_growth_per: str = "ack"
+    # Slow start counts acknowledged bytes and adds a whole datagram once it holds one
+    # (quiche's bytes_acked_sl): ss-growth-bound then carries what earlier slow-start ACKs
+    # acknowledged and did not grow, up to a datagram less a byte.
+    ss_byte_counter: bool = False
     deviations: list = field(default_factory=list)
     known: list = field(default_factory=list)   # [[known]] upstream issues and fixes (ccdiff/status.py)
     upstream: dict = field(default_factory=dict)   # [upstream]: when the tracker was checked, against what
@@ -125,7 +129,8 @@ class Profile:
     def checker_options(self, options: tuple = ()) -> dict:
         """What the checker takes from the profile beyond the floor (Checker's keywords)."""
         return {"rate_tick_us": self.rate_tick_us(options),
-                "ca_growth_per_round_trip": self.ca_growth_per == "round-trip"}
+                "ca_growth_per_round_trip": self.ca_growth_per == "round-trip",
+                "ss_byte_counter": self.ss_byte_counter}
 
     def judged_rules(self) -> list:
         """The rules this profile has judged in the stack's own terms rather than ACK by ACK
@@ -136,6 +141,11 @@ class Profile:
             rules.append({"invariant": "ca-off-curve", "profile": f"ca_rate_tick_us = {self.ca_rate_tick_us}",
                           "how": "the fastest window takes the rate of the first ACK of each "
                                  f"{self.ca_rate_tick_us} us tick for every ACK of that tick"})
+        if self.ss_byte_counter:
+            rules.append({"invariant": "ss-growth-bound", "profile": "ss_byte_counter = true",
+                          "how": "an ACK may grow the window by the bytes earlier slow-start ACKs "
+                                 "acknowledged and did not grow (under a datagram): the stack adds a "
+                                 "whole datagram once its byte counter holds one"})
         if self.ca_growth_per == "round-trip":
             dev = next(d for d in self.deviations if d.get("ca_growth_per") == "round-trip")
             rules.append({"invariant": "ca-growth-bound", "profile": 'ca_growth_per = "round-trip"',
@@ -366,6 +376,7 @@ def load_profile(recipe) -> Profile:
                    ecn=bool(data.get("ecn", True)),
                    ca_rate_tick_us=int(data.get("ca_rate_tick_us", 0)),
                    ca_growth_per=_ca_growth_per(path, data),
+                   ss_byte_counter=bool(data.get("ss_byte_counter", False)),
                    deviations=deviations, known=known, upstream=upstream,
                    reached=_check_reached(path, data.get("reached", [])))
 
