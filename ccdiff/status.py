@@ -12,7 +12,7 @@ One line, first on every finding page and finding.md (issue 15):
   known upstream                           an open upstream issue covers it (link)
   fixed upstream in VERSION                a later release fixes it (link): replayed on that
                                            release (or a later built one), the trace no longer
-                                           shows it (ccdiff/fix_check.py); "— by version only"
+                                           shows it (replay.py fix_replays); "— by version only"
                                            when no such build was there to replay it on
   documented deviation — not a bug report  the stack's profile documents it on purpose
   consequence of X in this run             a trajectory divergence that follows violation X
@@ -131,7 +131,7 @@ def followed(detail: str) -> list:
 
 def fixes_claimed(finding_status: str, invariant: str, version: str, known: list, detail: str = "") -> list:
     """The `fixed_in` releases of the [[known]] entries that would file this finding as fixed
-    (fix_check.py replays the trace on one of them before status_of says so)."""
+    (replay.fix_replays replays the trace on one of them before status_of says so)."""
     if finding_status == "deviation":
         return []
     covered = {invariant} | set(followed(detail) if invariant == "trajectory-divergence" else [])
@@ -147,7 +147,7 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
     checked: the profile's `[upstream]` record; without one, "new" is "unchecked".
     stack, release: the stack's name and the release to compare a local build with (its
     default pinned version), named in the local-build status.
-    fix_replays: fixed_in -> fix_check.FixReplay, the trace replayed on that release (or a
+    fix_replays: fixed_in -> FixReplay, the trace replayed on that release (or a
     later one): an entry's fix covers a finding only if the release no longer shows it --
     a version bound alone filed quiche 0.26.0's timer-loss recovery start, which 0.26.1 and
     0.30.0 still show, as "fixed upstream in 0.26.1".  None: not replayed (no note)."""

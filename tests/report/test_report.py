@@ -85,7 +85,8 @@ def test_finding_md_is_a_complete_upstream_report(death_report):
     assert "ccdiff replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
     assert "docker compose run --rm replay death-spiral.jsonl --stack quiche@0.26.0 --stack oracle" in md
     assert "`stuck-at-minimum` (violation, ×5)" in md
-    assert "**Reached by quiche's own connection: not yet** — tried: death-spiral-loopback, 100 seeds" in md
+    # Since quiche's losses are read from its counters (2026-11-29), its own events show it.
+    assert "**Reached by quiche's own connection: yes** — `death-spiral-loopback`, seed 4, event 23" in md
     # The minimal reproducer is one quiche's own connection could send (issue #30 item 6).
     assert "## Minimal reproducer" in md
     assert "Every send fits quiche@0.26.0's own congestion window (RFC 9002 §7;" in md
