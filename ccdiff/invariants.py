@@ -764,7 +764,14 @@ class Checker:
         grew = cwnd - before.cwnd
         if _rolled_back(before, after, self.reduced_from):
             # The stack undid its last reduction (RFC 9438 §4.9 lets it; quiche does so
-            # after a few losses): the window returns to where it was, not growth.
+            # after a few losses): the window returns to where it was, not growth.  With the
+            # reduction it undid the recovery period it had entered: for the stack, a later
+            # signal in that period is its first there (judged by depth, as after a
+            # missing-reduction: late_entry) and its ACKs are not growth in recovery.
+            # quiche 0.26.0's own connection (death-spiral-loopback seed 4, 2026-11-29) was
+            # convicted of excess-reduction for reducing on such a loss.
+            if truth.recovery_start is not None:
+                self.missed_period, self.late_entered = truth.recovery_start, False
             return
         if truth.ambiguous:
             if truth.order_ambiguous and not truth.undo_window:

@@ -824,6 +824,19 @@ def test_hystart_seen_when_css_begins_part_way_through_an_ack():
     assert not result.violations
 
 
+def test_a_loss_in_a_recovery_period_the_stack_undid_is_its_first_there():
+    """quiche's own connection (2026-11-29, its losses read from its counters) was convicted of
+    excess-reduction: it rolled back a congestion event (undo-on-few-losses, documented) and then
+    reduced, by beta, on the loss of a packet sent before that event.  With the reduction it undid
+    the period: the checker now judges that signal as the stack's first there (late_entry)."""
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "quiche-loss-in-undone-period.jsonl"))
+    assert trace.reachability == "strict"
+    result = replay(trace, [QUICHE, "quiche@0.30.0"])
+    assert result.violations == []
+    cwnd = [s.cwnd for s in result.runs[QUICHE].snapshots]
+    assert cwnd[9:] == [6615, 6615, 9450, 6615]        # reduced, rolled back, reduced by beta again
+
+
 def test_picoquic_idle_uses_w_cubic_uncapped():
     """Pins a picoquic bug found by fuzzing under the reachability rules (fails once fixed):
     a strict trace, the application's idle period declared.  After 17 s idle the first ACK in
