@@ -5,8 +5,8 @@ connection never does that", with an argument; the stack's own connection showin
 fact (issue #31 item 4).  The catalog's scenarios do not reach every finding's shape, so
 this searches for one that does.  It drives the network and the application, never the
 controller: Hypothesis draws scenario parameters -- the bottleneck's rate, the RTT, the
-queue (in multiples of the path's BDP), a loss rate during the first burst, the number and
-size of the application's bursts and the pause between them -- on top of a base scenario
+queue (in multiples of the path's BDP), a loss rate during the first burst, an outage in it,
+the number and size of the application's bursts and the pause between them -- on top of a base scenario
 (`idle-restart` unless told).  Each draw runs the stack's own client and server in virtual
 time with the client's own qlog (connection/run.py), and the qlog's events are judged
 (confirm.judge_qlog).  A draw reaches the finding when the invariant is a violation on the
@@ -16,7 +16,7 @@ flags its own logged window).  An adapter-only finding on the stack's events is 
 but is not a confirmation.
 
 The search then moves each parameter towards its simplest value while the finding is still
-reached, within the same run budget (`--no-shrink` stops at the first).  The search is derandomized:
+reached, within the same run budget (`--no-shrink` stops at the first).  It is derandomized:
 the same command gives the same draws, the same answer and the same output.  The answer is
 the `ccdiff sim` command that shows it and a `[[reached]]` entry for the stack's profile.toml.
 
