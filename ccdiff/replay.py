@@ -12,6 +12,7 @@ with `oracle`, Reno with `oracle-reno`), which runs hidden if not requested.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 
 from .divergence import DivergenceWatch
@@ -44,11 +45,20 @@ class Run:
     triggers: Triggers = field(default_factory=Triggers)   # for dynamic divergence waivers
     last: object = None       # the latest snapshot (Snapshot), None before the first
     steps: int = 0            # snapshots taken: events stepped without an error
-    fix_replays: dict | None = None   # fixed_in -> FixReplay (status.status_of), set by replay()
+    # fixed_in -> FixReplay (status.status_of), computed the first time a status needs it
+    # (fixes()): triage and minimization replay thousands of times and ask for no status.
+    fix_replays: dict | None = None
+    fix_check: object = None          # () -> that dict, set by replay() where a fix may be checked
 
     @property
     def label(self) -> str:
         return self.target.label
+
+    def fixes(self) -> dict | None:
+        """The run's fix replays (replay.fix_replays), made once, on first use."""
+        if self.fix_replays is None and self.fix_check is not None:
+            self.fix_replays, self.fix_check = self.fix_check(), None
+        return self.fix_replays
 
 
 @dataclass
@@ -157,7 +167,7 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
         run.triggers.record_mechanisms(run.checker.first_explained)
         run_findings = sorted(judge(run_findings, run.profile, run.triggers.first), key=lambda f: f.event_index)
         if check and confirm_fixes and strict and run.target.kind == "native":
-            run.fix_replays = fix_replays(trace, run.target, run.profile, run_findings)
+            run.fix_check = partial(fix_replays, trace, run.target, run.profile, run_findings)
         findings.extend(run_findings)
     visible = {label: run for label, run in runs.items() if not run.hidden}
     return ReplayResult(trace, visible, findings, first_difference)
@@ -251,9 +261,11 @@ def upstream_status(run: Run, finding, reachability: str):
     """The status line of one finding of a run (ccdiff/status.py): the terminal, the JSON and
     the reports (report/context.py) all ask here."""
     recipe = run.target.recipe
+    claimed = fixes_claimed(finding.status, finding.invariant, run.target.version, run.profile.known, finding.detail)
     return status_of(finding.status, finding.invariant, run.target.version, run.profile.known, reachability,
                      finding.detail, run.profile.upstream, stack=recipe.name if recipe else "",
-                     release=recipe.default_version if recipe else "", fix_replays=run.fix_replays)
+                     release=recipe.default_version if recipe else "",
+                     fix_replays=run.fixes() if claimed else None)
 
 
 class Divergence:

@@ -322,7 +322,7 @@ class Triage:
         self.stored[sig.key] = stored
         return stored
 
-    def _replace(self, old: Stored, files: dict, events: int, found_by: list, source: str,
+    def _replace(self, old: Stored, files: dict, events: int, engines: list, source: str,
                  repair: str) -> Stored | None:
         """A lenient finding's folder replaced by a strict one: the new folder is staged
         whole, the old one moved aside into staging, the new one renamed into its place.
@@ -332,7 +332,7 @@ class Triage:
             current = self._load(old.signature.key)
             if current is None or current.repair != LENIENT_ONLY:
                 return None
-            found_by = list(dict.fromkeys(current.found_by + found_by))
+            found_by = list(dict.fromkeys(current.found_by + engines))
             new = Stored(old.signature, old.folder, events, found_by, repair)
             tmp = self._stage(new, files, source)
             aside = Path(tempfile.mkdtemp(prefix=f"{old.signature.key}.lenient.", dir=tmp.parent))
@@ -430,9 +430,8 @@ class Triage:
             small.header.comment = (f"found by ccdiff fuzz ({engine}); minimized by delta debugging "
                                     f"from {len(trace.events)} events")
             files = {"reproducer.jsonl": dump_trace(small).encode(), "input.bin": data}
-            if better:
-                found_by = stored.found_by + ([engine] if engine not in stored.found_by else [])
-                stored = self._replace(stored, files, len(small.events), found_by, source, repair)
+            if better:     # _replace adds the engine to the found_by it reads under the lock
+                stored = self._replace(stored, files, len(small.events), [engine], source, repair)
             else:
                 stored = self._publish(sig, files, len(small.events), engine, source, repair)
             if stored is not None:
