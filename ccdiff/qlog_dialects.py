@@ -219,6 +219,100 @@ class QuicheLosses:
         return out
 
 
+# ---------------------------------------------------------------- quiche: app-limited sends from its flag
+
+def _in_flight(data: dict) -> bool:
+    frames = data.get("frames")
+    types = {f.get("frame_type") for f in frames if isinstance(f, dict)} if isinstance(frames, list) else set()
+    return not (types and types <= {"ack", "connection_close"})     # RFC 9002 §2
+
+
+class QuicheAppLimited:
+    """quiche grows its window only on ACKs that find `Congestion.app_limited` false
+    (cubic.rs / reno.rs on_packet_acked).  on_packet_sent sets it to bytes_in_flight +
+    sent < cwnd (congestion/mod.rs:201); the application's loop of send() calls then ends
+    on a full window, which clears it (lib.rs:4517), or with nothing to send, which leaves
+    it (write_pkt_type's Done, lib.rs:8325).  A qlog has no record of how a loop ended, and
+    without it the trace's packets are all cwnd-limited: the adapter then grows on every
+    ACK where quiche grew on none of an app-limited stretch.
+
+    quiche 0.30 logs the flag (`cf_app_limited` in recovery_metrics_updated, written when
+    it changes: recovery/mod.rs QlogMetrics) after each send and after each received
+    datagram (lib.rs:5532, 3509).  So the packets (in flight) sent between two received
+    datagrams, one send loop or more, are marked app-limited (`ccdiff_app_limited`, read by
+    the importer) when the flag is still true at the first metrics record after the next
+    packet_received (ACK processing does not change it): the loop ran out of data with the
+    window open, and the ACKs after it saw the flag set; a loop that ended on a full window
+    cleared it, and its packets were sent cwnd-limited.  quiche 0.26 logs no flag (but its
+    `cf_lost_packets` names it): they are marked app-limited when their bytes in flight, as
+    logged before the next datagram came, are below the window (the loop that ended on a
+    full window clears it a few dozen bytes earlier: not told apart).  Logs of other writers
+    pass unchanged; records are held from a send to that decision (at most HOLD of them)."""
+
+    HOLD = 4096
+
+    def __init__(self):
+        self.quiche = False     # a cf_ metric seen: quiche's own writer
+        self.flag = None        # cf_app_limited as last logged
+        self.window: dict = {}  # cwnd and bytes in flight as last logged
+        self.held: list = []    # from the first undecided packet_sent on: (where, record, is a send)
+        self.at_receipt = None  # (bytes in flight, cwnd) when a datagram came after them
+        self.marked = 0
+
+    def wrap(self, records):
+        records = iter(records)
+        while True:
+            try:
+                where, ev = next(records)
+            except StopIteration:
+                break
+            except Exception:
+                yield from self._decide()       # the records before a bad one are read first
+                raise
+            data = ev.get("data") if isinstance(ev, dict) else None
+            name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
+            is_send = name.endswith("packet_sent") and _in_flight(data)
+            if name.endswith("metrics_updated"):
+                self._metrics(data)
+            if is_send and self.at_receipt is not None:
+                yield from self._decide()           # no metrics record after that datagram
+            if not self.held and not is_send:
+                yield where, ev
+                continue
+            self.held.append((where, ev, is_send))
+            if name.endswith("packet_received") and self.at_receipt is None:
+                self.at_receipt = (self.window.get("bif"), self.window.get("cwnd"))
+            elif (self.at_receipt is not None and name.endswith("metrics_updated")) or len(self.held) >= self.HOLD:
+                yield from self._decide()
+        yield from self._decide()
+
+    def _metrics(self, data: dict) -> None:
+        if any(isinstance(k, str) and k.startswith("cf_") for k in data):
+            self.quiche = True
+        if isinstance(data.get("cf_app_limited"), bool):
+            self.flag = data["cf_app_limited"]
+        for key, name in (("bytes_in_flight", "bif"), ("congestion_window", "cwnd"), ("cwnd", "cwnd")):
+            value = data.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.window[name] = value
+
+    def _decide(self):
+        held, self.held = self.held, []
+        at_receipt, self.at_receipt = self.at_receipt, None
+        if self.quiche and held:
+            if self.flag is not None:
+                marked = self.flag
+            else:
+                bif, cwnd = at_receipt or (self.window.get("bif"), self.window.get("cwnd"))
+                marked = isinstance(bif, int) and isinstance(cwnd, int) and bif < cwnd
+            for _, ev, is_send in held:
+                if is_send:
+                    ev["data"]["ccdiff_app_limited"] = marked
+                    self.marked += marked
+        for where, ev, _ in held:
+            yield where, ev
+
+
 # ---------------------------------------------------------------- quinn 0.11: ACKs from its counters
 
 def looks_like_quinn_send(name: str, data: dict) -> bool:

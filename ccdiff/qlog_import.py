@@ -708,6 +708,8 @@ class Importer:
             # of a cwnd-limited sender (sender.c:2601-2610), not app-limited
             window_open = self.state.get("bytes_in_flight", 0) < self.state.get("cwnd", 1 << 62)
             app_limited = self.picoquic and not (types & APP_DATA_FRAMES) and window_open
+        if isinstance(data.get("ccdiff_app_limited"), bool):
+            app_limited = data["ccdiff_app_limited"]    # quiche: its own flag (qlog_dialects.QuicheAppLimited)
         elif "ccdiff_in_flight" not in data:
             self.summary.note("packet_sent without frames: every such packet is taken as in flight")
         pn = self.pn_of(where, name, data)
@@ -1222,7 +1224,8 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
 
     quinn = dialects.QuinnAcks(rescan, quinn_fail)
     quiche = dialects.QuicheLosses()
-    for where, ev in quinn.wrap(quiche.wrap(reader)):
+    quiche_app = dialects.QuicheAppLimited()
+    for where, ev in quinn.wrap(quiche.wrap(quiche_app.wrap(reader))):
         if quinn.active and not importer.stack_clock:
             importer.stack_clock = True
             importer.summary.note("quinn 0.11 qlog: no frames; ACKs rebuilt from its bytes_in_flight / "
@@ -1240,6 +1243,12 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
         summary.inferred.append(f"quiche qlog: {quiche.inferred} packet_lost written from its cf_lost_packets "
                                 "counter (the oldest packets sent before an acknowledged one, RFC 9002 §6.1)")
         summary.note(summary.inferred[-1] + " (qlog_dialects.QuicheLosses)")
+    if quiche_app.quiche:
+        how = ("its cf_app_limited flag" if quiche_app.flag is not None else
+               "the last send before each received datagram with bytes in flight below the window")
+        summary.inferred.append(f"quiche qlog: {quiche_app.marked} packets marked app-limited from {how} "
+                                "(a send loop that ran out of data leaves quiche's app_limited set)")
+        summary.note(summary.inferred[-1] + " (qlog_dialects.QuicheAppLimited)")
     for line, what in quiche.problems[:3]:
         summary.inferred.append(f"quiche qlog, line {line}: {what}")
         summary.note(f"quiche qlog, line {line}: {what}: the trace may lack or misplace that loss")

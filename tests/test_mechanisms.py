@@ -325,7 +325,8 @@ def test_stacks_waivers_lists_every_whole_invariant_waiver_with_a_reason(capsys)
     # issue #30 item 1: every waiver says why, and only by the reasons the rule allows
     reasons = {(s, i["deviation"]): i["kind"] for s, e in data.items() for i in e["intents"]}
     assert set(reasons.values()) <= {"code-comment", "doc", "maintainer", "rfc", "rfc-should", "consequence", "ours"}
-    assert reasons[("quiche", "app-limited-reset-by-connection")] == "ours"
+    # withdrawn: the adapter's connection model was wrong, not quiche (quiche's own connection, cf_app_limited)
+    assert ("quiche", "app-limited-reset-by-connection") not in reasons
     assert reasons[("quiche", "no-persistent-congestion")] == "consequence"
     for entry in data.values():
         for waiver in entry["wholesale"]:     # every whole-invariant waiver has a written reason

@@ -217,6 +217,38 @@ def test_quiche_losses_are_read_from_its_counters(tmp_path, capsys):
     assert "cf_lost_packets delta 2, 0 packet(s) sent before an acknowledged one to place" in header["comment"]
 
 
+def test_quiche_app_limited_sends_are_read_from_its_flag(tmp_path):
+    """quiche keeps app_limited as on_packet_sent set it when a send loop runs out of data
+    and clears it when the loop ends on a full window (lib.rs:8325, 4517); 0.30 logs the
+    flag (cf_app_limited) when it changes.  The sends before an ACK are marked with the
+    flag that ACK saw (qlog_dialects.QuicheAppLimited).  A quiche 0.26 log (cf_lost_packets,
+    no flag): marked when their bytes in flight, before the next datagram, are below the
+    window.  Another writer's log: nothing marked."""
+    def metrics(t, cwnd, bif, **extra):
+        return _metrics(t, cwnd, bif, cf_lost_packets={"total": 0, "delta": 0}, **extra)
+    flagged = _qlog(tmp_path, [
+        _sent(0, 0), metrics(0, 12000, 1200, cf_app_limited=True), _sent(0, 1), _sent(0, 2),
+        _metrics(0, 12000, 3600),
+        _acked(20, [[0, 2]]), _metrics(20, 12000, 0),          # nothing sent since: still app-limited
+        *[_sent(21, pn) for pn in range(3, 13)], _metrics(21, 12000, 12000, cf_app_limited=False),
+        _acked(40, [[3, 4]]), _metrics(40, 14400, 9600),
+        _sent(41, 13), _metrics(41, 14400, 10800, cf_app_limited=True),
+        _acked(60, [[5, 5]]), _metrics(60, 14400, 9600, cf_app_limited=False)])   # a full window's clear
+    rows = [r for r in _import(flagged)[1:] if r["ev"] == "sent"]
+    assert [r["pn"] for r in rows if r.get("app_limited")] == [0, 1, 2], rows
+    assert "quiche qlog: 3 packets marked app-limited from its cf_app_limited flag" in _import(flagged)[0]["comment"]
+    old = _qlog(tmp_path, [
+        _sent(0, 0), _sent(0, 1), metrics(0, 12000, 2400), _acked(20, [[0, 1]]), metrics(20, 12000, 0),
+        *[_sent(21, pn) for pn in range(2, 12)], metrics(21, 12000, 12000), _acked(40, [[2, 3]]),
+        metrics(40, 14400, 9600)], name="old.sqlog")
+    rows = [r for r in _import(old)[1:] if r["ev"] == "sent"]
+    assert [r["pn"] for r in rows if r.get("app_limited")] == [0, 1], rows
+    other = _qlog(tmp_path, [_sent(0, 0), _sent(0, 1), _metrics(0, 12000, 2400), _acked(20, [[0, 1]]),
+                             _metrics(20, 12000, 0)], name="other.sqlog")
+    header, *events = _import(other)
+    assert not any(r.get("app_limited") for r in events) and "app-limited" not in header["comment"]
+
+
 def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):
     """qvis's samples: quic-trace's draft-00 converter names event_fields, categories and
     frame types in capitals and received packets UNKNOWN; pcap2qlog ends with []."""

@@ -434,8 +434,9 @@ def test_death_spiral_example_findings():
 
 def test_app_limited_modes():
     """congestion/mod.rs:201 sets app_limited = bytes_in_flight + sent < cwnd at each
-    send and cubic.rs:228 then skips growth; a Connection clears it at the end of
-    every send() loop (lib.rs:4517, 5377), which app_limited=conn reproduces."""
+    send and cubic.rs:228 then skips growth; a Connection's send loop that ends on a
+    full window clears it (lib.rs:4517), which app_limited=conn does after a packet
+    sent cwnd-limited (here the last, pn 4)."""
     s = Sender()
     s.lines.append(json.dumps({"t": 0, "ev": "sent", "pn": 0, "bytes": MDS, "app_limited": True}))
     s.unacked.append(0)
@@ -445,6 +446,40 @@ def test_app_limited_modes():
     assert s.run("quiche@0.30.0:hystart=off,app_limited=conn")["ack"].cwnd == 12000 + 5 * MDS
     # trace: the flag of the last sent packet (pn 4, not app-limited) decides.
     assert s.run("quiche@0.30.0:hystart=off,app_limited=trace")["ack"].cwnd == 12000 + 5 * MDS
+
+
+def _app_trace(*events):
+    lines = [json.dumps({"ccdiff_trace": 2, "max_datagram_size": MDS})]
+    lines += [json.dumps(ev) for ev in events]
+    return parse_trace_text("\n".join(lines))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_connection_that_ran_out_of_data_keeps_app_limited(version):
+    """quiche's send loop with nothing left to send ends in write_pkt_type's Done
+    (lib.rs:8325 in 0.30.0, 7824 in 0.26.0) before any update_app_limited, so the flag
+    stays as on_packet_sent set it (5 packets in a 12,000-byte window: true) and the
+    ACK grows nothing -- as quiche 0.30.0's own connection logs it (cf_app_limited).
+    The old model cleared it after every send and grew the window by 6,000 bytes.  A
+    retransmission sent after `app_idle` ends such a loop too, whatever its flag; a
+    packet sent cwnd-limited ends a loop on a full window, which clears it."""
+    sends = [{"t": 0, "ev": "sent", "pn": pn, "bytes": MDS, "app_limited": True} for pn in range(5)]
+    idle = {"t": 0, "ev": "app_idle"}
+    ack = {"t": 10 * MS, "ev": "ack", "pns": [0, 1, 2, 3, 4], "ack_delay": 0}
+    spec = f"quiche@{version}:hystart=off"
+
+    def cwnd_after(*events):
+        result = replay(_app_trace(*events), [spec], check=False)
+        run = next(iter(result.runs.values()))
+        assert run.error is None, run.error
+        return run.snapshots[-1].cwnd
+
+    assert cwnd_after(*sends, idle, ack) == 12000
+    assert cwnd_after(*sends, ack) == 12000
+    retx = [dict(ev, app_limited=False) for ev in sends]
+    assert cwnd_after(*retx, idle, ack) == 12000 + 5 * MDS         # cwnd-limited, then nothing to send
+    assert cwnd_after(idle, *retx, ack) == 12000                    # sent while the application had none
+    assert cwnd_after(idle, {"t": 0, "ev": "app_data"}, *retx, ack) == 12000 + 5 * MDS
 
 
 def test_ecn_ce_is_no_congestion_signal_on_quiche_s_timeline():

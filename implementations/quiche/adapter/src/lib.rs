@@ -97,11 +97,22 @@ pub struct CcdConfig {
 #[derive(Clone, Copy, PartialEq)]
 enum AppLimited {
     /// As a quiche `Connection`: on_packet_sent sets it to
-    /// `bytes_in_flight + sent < cwnd` (congestion/mod.rs:201), and every
-    /// `send()` loop then ends in `update_app_limited(false)`, both when the
-    /// cwnd is full (lib.rs:4517) and when nothing is left to send
-    /// (lib.rs:5377).  ACKs are processed in `recv()`, between send loops, so
-    /// they always see `false`.
+    /// `bytes_in_flight + sent < cwnd` (congestion/mod.rs:201 in 0.30.0, 196 in
+    /// 0.26.0), and the application's loop of `send()` calls ends in one of two
+    /// ways.  With data still to send it ends on a full window, in
+    /// `update_app_limited(false)` (lib.rs:4517/4524; 0.26.0: 4245/4252).  With
+    /// nothing to send, `write_pkt_type` returns Done (lib.rs:8325; 0.26.0:
+    /// 7824) before send_single reaches any `update_app_limited`, so the flag
+    /// stays as the last on_packet_sent set it: ACKs of a connection that ran out of data with the window open do not
+    /// grow it.  (lib.rs:5377's clear is reached only when write_pkt_type found
+    /// something to send and no frame could be written.)  ACKs are processed in
+    /// `recv()`, between send loops.  So: a packet sent cwnd-limited (its trace
+    /// flag false, no `app_idle` since the last `app_data`) clears the flag, as
+    /// the full window that ends its loop does; an app-limited one leaves it as
+    /// on_packet_sent set it; `app_idle` and `app_data` change nothing (a send
+    /// call that finds nothing is Done before any update).  Checked against
+    /// quiche 0.30.0's own connection, which logs the flag (`cf_app_limited`,
+    /// docs/connection-mode.md).
     Conn,
     /// As quiche's unit tests (TestSender): only mod.rs:201.
     Cc,
@@ -137,6 +148,10 @@ struct Ctl {
     base: Instant,
     reno: bool,
     app_limited: AppLimited,
+    /// Between the trace's `app_idle` and the next `app_data`: the application
+    /// has nothing to send, so every packet sent then (a retransmission, a
+    /// probe) ends a send loop that finds nothing more (trace-format.md).
+    app_idle: bool,
     cc: q::Cc,
     rtt: q::Rtt,
     /// Packets quiche still tracks as sent and neither acked nor lost.
@@ -290,7 +305,10 @@ impl Ctl {
             CCD_APP_IDLE => self.on_app_idle(bif),
             // An application write (stream_send) reaches recovery only through
             // the next send() (lib.rs:4138 delivery_rate_check_if_app_limited).
-            CCD_APP_DATA => bif,
+            CCD_APP_DATA => {
+                self.app_idle = false;
+                bif
+            },
             k => return Err(format!("unknown event kind {k}")),
         };
         self.snapshot(now, bif_after as u64, out);
@@ -311,8 +329,8 @@ impl Ctl {
         let rec = self.cc.on_packet_sent(
             ev.bytes_in_flight as usize, p.pn, p.bytes as usize, now, 0);
         match self.app_limited {
-            AppLimited::Conn => self.cc.update_app_limited(false),
-            AppLimited::Cc => {},
+            AppLimited::Conn if p.app_limited == 0 && !self.app_idle => self.cc.update_app_limited(false),
+            AppLimited::Conn | AppLimited::Cc => {},
             AppLimited::Trace => self.cc.update_app_limited(p.app_limited != 0),
         }
         self.sent.insert(p.pn, rec);
@@ -320,12 +338,13 @@ impl Ctl {
         Ok(ev.bytes_in_flight as usize + p.bytes as usize)
     }
 
-    // A send() that found no application data (ABI 3 CCD_APP_IDLE), as
-    // send_single does in lib.rs:5371-5377 (0.26.0: 5036-5042): `on_app_limited()`
-    // (a no-op in LegacyRecovery, recovery/congestion/recovery.rs:1016-1019), then, with no
-    // frame to send, `update_app_limited(false)` and Error::Done.
+    // A send() that found no application data (ABI 3 CCD_APP_IDLE): write_pkt_type
+    // returns Done (lib.rs:8325) before send_single touches the flag, so only the
+    // adapter's own note changes; with `app_limited=trace` the flag is cleared, as
+    // that idealised model always did.
     fn on_app_idle(&mut self, bif: usize) -> usize {
-        if self.app_limited != AppLimited::Cc {
+        self.app_idle = true;
+        if self.app_limited == AppLimited::Trace {
             self.cc.update_app_limited(false);
         }
         bif
@@ -539,6 +558,7 @@ fn open(cfg: *const CcdConfig) -> Result<Box<Ctl>, String> {
         base: Instant::now() + Duration::from_micros(cfg.clock_base_us as u64),
         reno: st.reno,
         app_limited,
+        app_idle: false,
         cc: q::Cc::new(&st),
         rtt: q::Rtt::new(st.initial_rtt, st.max_ack_delay),
         sent: PnMap::with_capacity_and_hasher(32, Default::default()),
