@@ -313,6 +313,77 @@ class QuicheAppLimited:
             yield where, ev
 
 
+# ---------------------------------------------------------------- packets discarded with their keys
+
+def _handshake_space(data: dict):
+    header = data.get("header") if isinstance(data.get("header"), dict) else {}
+    ptype = str(header.get("packet_type", data.get("packet_type", data.get("type", "")))).lower()
+    return ptype if ptype in ("initial", "handshake") else None
+
+
+def _pn(data: dict):
+    header = data.get("header") if isinstance(data.get("header"), dict) else {}
+    pn = header.get("packet_number", data.get("packet_number"))
+    return pn if isinstance(pn, int) and not isinstance(pn, bool) else None
+
+
+class DiscardedWithKeys:
+    """RFC 9002 §6.4: when the Initial or Handshake keys are discarded, the packets of that
+    space still in flight are removed from bytes in flight, and the controller is not told
+    (quiche on_pkt_num_space_discarded, recovery.rs:843-868 in 0.30.0: bytes in flight less,
+    no congestion call).  A trace has no such event: a packet kept in it is in flight to the
+    end (quiche's own connection: the client's last Handshake packet, 111 bytes, so the
+    adapter never saw an empty pipe and never shifted CUBIC's epoch over an idle period the
+    stack did shift, docs/connection-mode.md).  Most writers log no key discard (quiche,
+    ngtcp2), and one that does logs it after the packets were sent.
+
+    So before the import, one pass over the log (with quiche's losses from its counters,
+    QuicheLosses) finds the Initial and Handshake packets in flight that are never
+    acknowledged nor declared lost; their packet_sent records are marked
+    `ccdiff_discarded` and the importer leaves them out, as the stack's bytes in flight did
+    once the keys went (during the handshake the trace's bytes in flight are that much
+    lower: said in the import's notes).  quinn's log has no ACK frames (QuinnAcks rebuilds
+    them): not marked there."""
+
+    def __init__(self, rescan):
+        self.rescan = rescan
+        self.gone: set = set()
+
+    def scan(self) -> None:
+        flight: dict = {"initial": set(), "handshake": set()}
+        for _where, ev in QuicheLosses().wrap(self.rescan()):
+            data = ev.get("data") if isinstance(ev, dict) else None
+            if not isinstance(data, dict):
+                continue
+            name = str(ev.get("name", ""))
+            if looks_like_quinn_send(name, data):
+                return                          # its ACKs are rebuilt later (QuinnAcks)
+            space = _handshake_space(data)
+            if space is None:
+                continue
+            if name.endswith("packet_sent") and _in_flight(data) and _pn(data) is not None:
+                flight[space].add(_pn(data))
+            elif name.endswith("packet_lost") and _pn(data) is not None:
+                flight[space].discard(_pn(data))
+            elif name.endswith("packet_received"):
+                for frame in data.get("frames") or ():
+                    if isinstance(frame, dict) and frame.get("frame_type") == "ack":
+                        for item in frame.get("acked_ranges") or ():
+                            bounds = item if isinstance(item, list) else [item]
+                            if bounds and all(isinstance(x, int) and not isinstance(x, bool) for x in bounds):
+                                flight[space] -= set(range(bounds[0], bounds[-1] + 1))
+        self.gone = {(space, pn) for space, pns in flight.items() for pn in pns}
+
+    def wrap(self, records):
+        self.scan()
+        for where, ev in records:
+            data = ev.get("data") if isinstance(ev, dict) and self.gone else None
+            if isinstance(data, dict) and str(ev.get("name", "")).endswith("packet_sent") \
+                    and (_handshake_space(data), _pn(data)) in self.gone:
+                data["ccdiff_discarded"] = True
+            yield where, ev
+
+
 # ---------------------------------------------------------------- quinn 0.11: ACKs from its counters
 
 def looks_like_quinn_send(name: str, data: dict) -> bool:

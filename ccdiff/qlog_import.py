@@ -117,6 +117,7 @@ class Summary:
     received_without_frames: int = 0       # ... that log no frames (quinn 0.11: no ACK can be read)
     other_traces: int = 0                  # events of the file's other traces, left out
     stack_lost_packets: int = 0            # lost packets the stack's own metrics count (quiche)
+    discarded_with_keys: int = 0           # Initial/Handshake packets never acknowledged nor lost: left out
     inferred: list = field(default_factory=list)   # what the import wrote that the log does not name (#34)
 
     def dropped(self) -> list:
@@ -692,6 +693,9 @@ class Importer:
             return
         if data.get("ccdiff_in_flight") is False:
             return                              # quinn: its counters did not grow (qlog_dialects.QuinnAcks)
+        if data.get("ccdiff_discarded"):
+            self.summary.discarded_with_keys += 1
+            return                              # never acknowledged nor lost (qlog_dialects.DiscardedWithKeys)
         frames = data.get("frames")
         app_limited = False
         if isinstance(frames, list):
@@ -1225,6 +1229,8 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
     quinn = dialects.QuinnAcks(rescan, quinn_fail)
     quiche = dialects.QuicheLosses()
     quiche_app = dialects.QuicheAppLimited()
+    if all_spaces:
+        reader = dialects.DiscardedWithKeys(rescan).wrap(reader)
     for where, ev in quinn.wrap(quiche.wrap(quiche_app.wrap(reader))):
         if quinn.active and not importer.stack_clock:
             importer.stack_clock = True
@@ -1243,6 +1249,11 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
         summary.inferred.append(f"quiche qlog: {quiche.inferred} packet_lost written from its cf_lost_packets "
                                 "counter (the oldest packets sent before an acknowledged one, RFC 9002 §6.1)")
         summary.note(summary.inferred[-1] + " (qlog_dialects.QuicheLosses)")
+    if summary.discarded_with_keys:
+        summary.inferred.append(f"{summary.discarded_with_keys} Initial/Handshake packet(s) never acknowledged nor "
+                                "lost left out: discarded with their keys (RFC 9002 §6.4), they left the stack's "
+                                "bytes in flight without a congestion event")
+        summary.note(summary.inferred[-1] + " (qlog_dialects.DiscardedWithKeys)")
     if quiche_app.quiche:
         how = ("its cf_app_limited flag" if quiche_app.flag is not None else
                "the last send before each received datagram with bytes in flight below the window")

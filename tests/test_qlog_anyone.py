@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ccdiff.cli import main
 from ccdiff.qlog_import import import_qlog
+from ccdiff.trace import load_trace
 from tests.test_qlog_import import _acked, _lost, _metrics, _qlog, _sent
 
 
@@ -247,6 +248,33 @@ def test_quiche_app_limited_sends_are_read_from_its_flag(tmp_path):
                              _metrics(20, 12000, 0)], name="other.sqlog")
     header, *events = _import(other)
     assert not any(r.get("app_limited") for r in events) and "app-limited" not in header["comment"]
+
+
+def test_handshake_packets_never_acknowledged_nor_lost_leave_with_their_keys(tmp_path):
+    """RFC 9002 §6.4: a Handshake packet still in flight when its keys go leaves bytes in flight
+    with no congestion event (quiche on_pkt_num_space_discarded).  Kept in the trace, it stayed
+    in flight to the end: the trace's pipe never emptied, so the adapter never shifted CUBIC's
+    epoch over an idle period the stack did (quiche's own connection, idle-restart seed 0).
+    With --all-spaces it is left out (qlog_dialects.DiscardedWithKeys), and said."""
+    def sent(t, pn, ptype, size=1200):
+        return (t, "transport:packet_sent", {"header": {"packet_type": ptype, "packet_number": pn},
+                                             "raw": {"length": size}, "frames": [{"frame_type": "crypto"}]})
+
+    def acked(t, ptype, ranges):
+        return (t, "transport:packet_received", {"header": {"packet_type": ptype, "packet_number": 0},
+                                                 "frames": [{"frame_type": "ack", "acked_ranges": ranges}]})
+    path = _qlog(tmp_path, [
+        sent(0, 0, "initial"), _metrics(0, 12000, 1200), acked(20, "initial", [[0, 0]]), _metrics(20, 12000, 0),
+        sent(21, 0, "handshake", 111), _metrics(21, 12000, 111),             # never acknowledged: discarded
+        _sent(21, 0), _metrics(21, 12000, 1311), _acked(41, [[0, 0]]), _metrics(41, 12000, 0),
+        _sent(500, 1), _metrics(500, 12000, 1200), _acked(520, [[1, 1]]), _metrics(520, 12000, 0)])
+    out = tmp_path / "all.jsonl"
+    assert main(["import", "--all-spaces", str(path), "-o", str(out)]) == 0
+    header, *events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(e["ev"], e.get("bytes")) for e in events if e["ev"] == "sent"] == [("sent", 1200)] * 3
+    assert "1 Initial/Handshake packet(s) never acknowledged nor lost left out" in header["comment"]
+    trace = load_trace(str(out))
+    assert trace.reachability == "strict", trace.lenient_reason     # the pipe empties before the pause
 
 
 def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):
