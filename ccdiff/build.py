@@ -327,7 +327,7 @@ def is_checkout_version(version: str) -> bool:
 
 
 @contextlib.contextmanager
-def _build_lock(out: Path):
+def build_lock(out: Path):
     """One build of a folder at a time, across processes: two `build --force` of one stack
     unpacked into the same src/ and wrote the same library at once.  The second waits,
     then finds the first's build current (or rebuilds it, with --force)."""
@@ -341,7 +341,7 @@ def build_target(recipe: StackRecipe, version: str, source: Path | None = None,
                  sanitize: bool = False, force: bool = False) -> Path:
     """Build one version (or a local checkout); returns the library path."""
     out = recipe.build_folder(version)
-    with _build_lock(out):
+    with build_lock(out):
         existed = out.exists()
         try:
             return _build_target(recipe, version, source, sanitize, force)

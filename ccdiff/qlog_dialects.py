@@ -17,7 +17,12 @@ onto what ccdiff/qlog_import.py reads (one rule per difference, each with its so
   `recovery:metrics_updated`.
 - **quiche 0.30** (its qlog crate, current draft names): `parameters_set` says `initiator`
   (not `owner`); an unset ssthresh is u64::MAX (no value); no `packet_lost` is logged, only
-  a count (`cf_lost_packets.total` in `recovery_metrics_updated`), which the import reports.
+  a count (`cf_lost_packets.total` in `recovery_metrics_updated`), which the import reports;
+  its losses are placed from that counter (QuicheLosses) and its app-limited sends from its
+  `cf_app_limited` flag (QuicheAppLimited).
+- **Key discards** are seldom logged: Initial / Handshake packets never acknowledged nor lost
+  left with their keys (RFC 9002 §6.4) and are left out of an all-spaces import
+  (DiscardedWithKeys).
 - **ngtcp2** (lib/ngtcp2_qlog.c, 1.25.0; vantage_point name "ngtcp2"): qlog 0.3 names,
   JSON-SEQ, times relative to settings.initial_ts.  Every record is stamped with the ts
   of the call that wrote it (conn_update_timestamp, ngtcp2_conn.c:87-93), the same ts its

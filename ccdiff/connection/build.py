@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..build import ensure_built, log_tail, run_build_script, tree_digest
+from ..build import build_lock, ensure_built, log_tail, run_build_script, tree_digest
 from ..errors import SetupError
 from ..paths import implementations_dir
 from ..stacks import Target
@@ -69,12 +69,27 @@ def ensure_shim(target: Target) -> Path:
     artifact = out / (MODULE_NAME if recipe.language == "python" else LIBRARY_NAME)
     folder = recipe.folder / "connection"
     digest = _digest(folder)
+    if _current(out, artifact, digest):
+        return artifact
+    # One build of a shim at a time, across processes (two tests of one stack, run at once by
+    # pytest -n 2 on a fresh checkout, both ran build.sh into the same folder); the second
+    # waits and finds the first's build current.
+    with build_lock(out):
+        if not _current(out, artifact, digest):
+            _build_shim(target, folder, out, artifact, digest)
+    return artifact
+
+
+def _current(out: Path, artifact: Path, digest: str) -> bool:
     try:
         info = json.loads((out / "build-info.json").read_text())
     except (OSError, ValueError):
         info = {}
-    if artifact.exists() and info.get("recipe") == digest:
-        return artifact
+    return artifact.exists() and info.get("recipe") == digest
+
+
+def _build_shim(target: Target, folder: Path, out: Path, artifact: Path, digest: str) -> None:
+    recipe = target.recipe
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     print(f"  building the {recipe.name}@{target.version} connection shim "
@@ -86,4 +101,3 @@ def ensure_shim(target: Target) -> Path:
     seconds = round(time.monotonic() - started, 1)
     (out / "build-info.json").write_text(json.dumps({"recipe": digest, "seconds": seconds}, indent=2) + "\n")
     print(f"  built {artifact} in {seconds} s", file=sys.stderr)
-    return artifact
