@@ -318,6 +318,133 @@ class QuicheAppLimited:
             yield where, ev
 
 
+# ---------------------------------------------------------------- a connection shim's app-limited marks
+
+SHIM_APP_LIMITED = "ccdiff:app_limited"
+NOT_APP_LIMITED_STATE = "ccdiff:not_app_limited"
+
+
+class ShimAppLimited:
+    """A connection shim that reads the stack's own app-limited flag where each send loop
+    ends writes it to the qlog (`ccdiff:app_limited` {app_limited, written_by}: the quinn
+    shim, from quinn-proto's Connection.app_limited, mod.rs:947, which decides whether the
+    next ACKs grow the window and which quinn's qlog does not carry).  Each mark ends a
+    loop: the packets sent since the previous mark are marked with it (`ccdiff_app_limited`,
+    read by the importer), and where it changes, the trace's app events say so: app_idle
+    after the loop's sends when the loop ran out of data with room in the window,
+    app_data before them when it ended on the window or the pacer (trace-format.md: "the
+    connection's send call found no application data to send").  The marks themselves are
+    not passed on.  A log without marks passes unchanged; records are held from a send to
+    the next mark (at most HOLD)."""
+
+    HOLD = 4096
+
+    def __init__(self):
+        self.marks = 0
+        self.idle = False           # an app_idle written and no app_data since
+        self.held: list = []        # (where, record, is a send) from the first send after a mark
+
+    def wrap(self, records):
+        records = iter(records)
+        while True:
+            try:
+                where, ev = next(records)
+            except StopIteration:
+                break
+            except Exception:
+                yield from self._release(None)
+                raise
+            data = ev.get("data") if isinstance(ev, dict) else None
+            name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
+            if name == SHIM_APP_LIMITED and isinstance(data.get("app_limited"), bool):
+                self.marks += 1
+                yield from self._release((where, ev, data["app_limited"]))
+                continue
+            is_send = name.endswith("packet_sent") and _in_flight(data)
+            if not self.held and not is_send:
+                yield where, ev
+                continue
+            self.held.append((where, ev, is_send))
+            if len(self.held) >= self.HOLD:
+                yield from self._release(None)
+        yield from self._release(None)
+
+    def _state(self, where, ev, value: bool):
+        self.idle = value
+        return where, {"time": ev.get("time"), "name": "recovery:congestion_state_updated",
+                       "data": {"new": "application_limited" if value else NOT_APP_LIMITED_STATE,
+                                "trigger": "ccdiff: the connection shim's app-limited mark "
+                                           "(qlog_dialects.ShimAppLimited)"}}
+
+    def _release(self, mark):
+        held, self.held = self.held, []
+        if mark is None:
+            yield from ((w, ev) for w, ev, _ in held)
+            return
+        where, ev, value = mark
+        if not value and self.idle:
+            yield self._state(held[0][0] if held else where, held[0][1] if held else ev, False)
+        for w, record, is_send in held:
+            if is_send:
+                record["data"]["ccdiff_app_limited"] = value
+            yield w, record
+        if value and not self.idle:
+            yield self._state(where, ev, True)
+
+
+SHIM_KEYS_DISCARDED = "ccdiff:keys_discarded"
+AFTER_A_DATAGRAM = ("packet_received", "metrics_updated", "packet_lost")
+
+
+class ShimKeys:
+    """A connection shim that sees the stack drop a packet number space's keys writes it
+    to the qlog (`ccdiff:keys_discarded` {space}: the quinn shim, from quinn-proto's
+    PacketSpace.crypto; discard_space takes the space's packets out of flight without a
+    congestion event, RFC 9002 §6.4, and logs nothing).  The shim sees it after the call
+    that did it, so after that datagram's own records: it is filed as a qlog key_discarded
+    record before them, where a reader of the stack's counters (QuinnAcks) must know it
+    (the bytes in flight that fell there were discarded, not acknowledged)."""
+
+    def __init__(self):
+        self.discards = 0
+        self.held: list = []        # a packet_received and the records of that datagram after it
+
+    def wrap(self, records):
+        records = iter(records)
+        while True:
+            try:
+                where, ev = next(records)
+            except StopIteration:
+                break
+            except Exception:
+                yield from self._release()
+                raise
+            data = ev.get("data") if isinstance(ev, dict) else None
+            name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
+            if name == SHIM_KEYS_DISCARDED:
+                self.discards += 1
+                at = self.held[0] if self.held else (where, ev)
+                yield at[0], {"time": at[1].get("time"), "name": "quic:key_discarded",
+                              "data": {"key_type": f"client_{data.get('space')}_secret",
+                                       "trigger": "ccdiff: the connection shim saw the keys go "
+                                                  "(qlog_dialects.ShimKeys)"}}
+                yield from self._release()
+                continue
+            if name.endswith("packet_received"):
+                yield from self._release()
+                self.held.append((where, ev))
+            elif self.held and name.endswith(AFTER_A_DATAGRAM):
+                self.held.append((where, ev))
+            else:
+                yield from self._release()
+                yield where, ev
+        yield from self._release()
+
+    def _release(self):
+        held, self.held = self.held, []
+        yield from held
+
+
 # ---------------------------------------------------------------- packets discarded with their keys
 
 def _handshake_space(data: dict):
@@ -342,29 +469,27 @@ class DiscardedWithKeys:
     stack did shift, docs/connection-mode.md).  Most writers log no key discard (quiche,
     ngtcp2), and one that does logs it after the packets were sent.
 
-    So before the import, one pass over the log (with quiche's losses from its counters,
-    QuicheLosses) finds the Initial and Handshake packets in flight that are never
-    acknowledged nor declared lost; their packet_sent records are marked
-    `ccdiff_discarded` and the importer leaves them out, as the stack's bytes in flight did
-    once the keys went (during the handshake the trace's bytes in flight are that much
-    lower: said in the import's notes).  quinn's log has no ACK frames (QuinnAcks rebuilds
-    them): not marked there."""
+    So before the import, one pass over the log through the same dialect readers (quiche's
+    losses from its counters, quinn's ACKs from its counters and the shim's key discards)
+    finds the Initial and Handshake packets in flight that are never acknowledged nor
+    declared lost; their packet_sent records are marked `ccdiff_discarded` and the importer
+    leaves them out, as the stack's bytes in flight did once the keys went (during the
+    handshake the trace's bytes in flight are that much lower: said in the import's
+    notes)."""
 
-    def __init__(self, rescan):
-        self.rescan = rescan
+    def __init__(self, chain):
+        self.chain = chain          # the log again, through the same dialect readers
         self.gone: set = set()
 
     def scan(self) -> None:
         flight: dict = {"initial": set(), "handshake": set()}
-        for _where, ev in QuicheLosses().wrap(self.rescan()):
+        for _where, ev in self.chain():
             data = ev.get("data") if isinstance(ev, dict) else None
             if not isinstance(data, dict):
                 continue
             name = str(ev.get("name", ""))
-            if looks_like_quinn_send(name, data):
-                return                          # its ACKs are rebuilt later (QuinnAcks)
             space = _handshake_space(data)
-            if space is None:
+            if space is None or data.get("ccdiff_in_flight") is False:
                 continue
             if name.endswith("packet_sent") and _in_flight(data) and _pn(data) is not None:
                 flight[space].add(_pn(data))
@@ -442,6 +567,7 @@ class QuinnAcks:
         self.bytes, self.count = 0, 0      # the counters as logged so far
         self.inferred_acks = 0
         self.ack_only = 0
+        self.discarded = [0, 0]            # bytes, packets taken out of flight with their keys (ShimKeys)
 
     @staticmethod
     def space(data: dict) -> str:
@@ -493,6 +619,13 @@ class QuinnAcks:
                 yield where, ev
             else:
                 yield from self.flush_sends(None)
+                if name.endswith("key_discarded"):
+                    key_type = str(data.get("key_type", ""))
+                    for space in ("initial", "handshake"):
+                        if space in key_type:
+                            for size in self.flight.pop(space, {}).values():
+                                self.discarded[0] += size
+                                self.discarded[1] += 1
                 if name.endswith("packet_lost"):
                     space, pn = self.space(data), self.pn(data)
                     self.lost.append((space, pn))
@@ -529,7 +662,8 @@ class QuinnAcks:
             size = self.flight.get(space, {}).pop(pn, None)
             if size is not None:
                 lost_b, lost_c = lost_b + size, lost_c + 1
-        db, dc = self.bytes - nb - lost_b, self.count - nc - lost_c
+        (gone_b, gone_c), self.discarded = self.discarded, [0, 0]
+        db, dc = self.bytes - nb - lost_b - gone_b, self.count - nc - lost_c - gone_c
         if db == 0 and dc == 0:
             return []
         app = self.flight.get("application", {})

@@ -1226,12 +1226,18 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
     def quinn_fail(where, reason):
         raise QlogError(path, where.line, f"{where.text()}: {reason}")
 
-    quinn = dialects.QuinnAcks(rescan, quinn_fail)
-    quiche = dialects.QuicheLosses()
-    quiche_app = dialects.QuicheAppLimited()
+    def dialects_of(records):
+        """The records through each writer's reader (qlog_dialects), innermost first."""
+        parts = (dialects.ShimKeys(), dialects.ShimAppLimited(), dialects.QuicheAppLimited(),
+                 dialects.QuicheLosses(), dialects.QuinnAcks(rescan, quinn_fail))
+        for part in parts:
+            records = part.wrap(records)
+        return parts, records
+
     if all_spaces:
-        reader = dialects.DiscardedWithKeys(rescan).wrap(reader)
-    for where, ev in quinn.wrap(quiche.wrap(quiche_app.wrap(reader))):
+        reader = dialects.DiscardedWithKeys(lambda: dialects_of(rescan())[1]).wrap(reader)
+    (shim_keys, shim_app, quiche_app, quiche, quinn), records = dialects_of(reader)
+    for where, ev in records:
         if quinn.active and not importer.stack_clock:
             importer.stack_clock = True
             importer.summary.note("quinn 0.11 qlog: no frames; ACKs rebuilt from its bytes_in_flight / "
@@ -1254,9 +1260,16 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
                                 "lost left out: discarded with their keys (RFC 9002 §6.4), they left the stack's "
                                 "bytes in flight without a congestion event")
         summary.note(summary.inferred[-1] + " (qlog_dialects.DiscardedWithKeys)")
+    if shim_keys.discards:
+        summary.note(f"{shim_keys.discards} key discard(s) seen by the connection shim, filed before the datagram "
+                     "that caused them: the packets then in flight left without an ACK (qlog_dialects.ShimKeys)")
+    if shim_app.marks:
+        summary.inferred.append(f"{shim_app.marks} app-limited marks of the connection shim (the stack's own flag "
+                                "where a send loop ended): its sends marked, app_idle / app_data where it changed")
+        summary.note(summary.inferred[-1] + " (qlog_dialects.ShimAppLimited)")
     if quiche_app.quiche:
         how = ("its cf_app_limited flag" if quiche_app.flag is not None else
-               "the last send before each received datagram with bytes in flight below the window")
+               "bytes in flight below the window before the next received datagram")
         summary.inferred.append(f"quiche qlog: {quiche_app.marked} packets marked app-limited from {how} "
                                 "(a send loop that ran out of data leaves quiche's app_limited set)")
         summary.note(summary.inferred[-1] + " (qlog_dialects.QuicheAppLimited)")

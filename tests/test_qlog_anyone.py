@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ccdiff.cli import main
 from ccdiff.qlog_import import import_qlog
+from ccdiff.replay import replay
 from ccdiff.trace import load_trace
 from tests.test_qlog_import import _acked, _lost, _metrics, _qlog, _sent
 
@@ -275,6 +276,50 @@ def test_handshake_packets_never_acknowledged_nor_lost_leave_with_their_keys(tmp
     assert "1 Initial/Handshake packet(s) never acknowledged nor lost left out" in header["comment"]
     trace = load_trace(str(out))
     assert trace.reachability == "strict", trace.lenient_reason     # the pipe empties before the pause
+
+
+def test_a_connection_shim_s_app_limited_and_key_discard_marks(tmp_path):
+    """quinn logs neither its app-limited flag nor its key discards; its connection shim reads
+    both (Connection.app_limited where a send loop ends, PacketSpace.crypto after each call)
+    and writes them as its own records.  The import marks the loop's sends and writes
+    app_idle / app_data where the flag changes (qlog_dialects.ShimAppLimited), and files a
+    key discard before the datagram that caused it, so the Handshake packet that left flight
+    with its keys is not read as acknowledged (ShimKeys, QuinnAcks) and is left out
+    (DiscardedWithKeys).  Without them the adapter grew on the Initial's ACK (quinn was
+    app-limited) and on the Handshake packet's bytes: quinn tail-loss seed 0, cwnd exact
+    1.5% -> 100%."""
+    def sent(t, ptype, pn, size):
+        return (t, "transport:packet_sent", {"header": {"packet_type": ptype, "packet_number": pn, "length": size}})
+
+    def metrics(t, bif, count, cwnd=12000):
+        return (t, "recovery:metrics_updated", {"congestion_window": cwnd, "bytes_in_flight": bif,
+                                                "packets_in_flight": count})
+
+    def mark(t, value):
+        return (t, "ccdiff:app_limited", {"app_limited": value, "written_by": "ccdiff connection shim"})
+
+    def received(t):
+        return (t, "transport:packet_received", {"header": {"packet_type": "1RTT", "packet_number": 0}})
+    path = _qlog(tmp_path, [
+        sent(0, "initial", 0, 1200), metrics(0, 1200, 1), mark(0, True),
+        received(20), metrics(20, 0, 0),
+        sent(20, "handshake", 0, 102), metrics(20, 102, 1), sent(20, "1RTT", 0, 1200), metrics(20, 1302, 2),
+        sent(20, "1RTT", 1, 1200), metrics(20, 2502, 3), mark(20, False),
+        received(40), metrics(40, 1200, 1, cwnd=13200),
+        (40, "ccdiff:keys_discarded", {"space": "handshake", "written_by": "ccdiff connection shim"}),
+        received(41), metrics(41, 0, 0, cwnd=14400)])
+    out = tmp_path / "all.jsonl"
+    assert main(["import", "--all-spaces", str(path), "-o", str(out)]) == 0
+    header, *events = [json.loads(line) for line in out.read_text().splitlines()]
+    shape = [(e["ev"], e.get("pn", e.get("pns")), e.get("app_limited", False)) for e in events]
+    assert shape == [("sent", 0, True), ("app_idle", None, False), ("ack", [0], False),
+                     ("app_data", None, False), ("sent", 1, False), ("sent", 2, False),
+                     ("ack", [1], False), ("ack", [2], False)], shape
+    assert "2 app-limited marks of the connection shim" in header["comment"]
+    assert "1 Initial/Handshake packet(s) never acknowledged nor lost left out" in header["comment"]
+    # the Initial's ACK grows nothing (app-limited), the discarded packet's 102 bytes never count
+    result = replay(load_trace(str(out)), ["quinn@0.11.19"], check=False)
+    assert [s.cwnd for s in next(iter(result.runs.values())).snapshots][-1] == 14400
 
 
 def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):

@@ -184,6 +184,9 @@ impl VirtualClock {
     fn set(&self, now_us: u64) {
         self.0.store(now_us, Ordering::Relaxed);
     }
+    fn now_us(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
     fn system(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_micros(CCD_CONN_CLOCK_BASE_US + self.0.load(Ordering::Relaxed))
     }
@@ -533,6 +536,13 @@ struct Shim {
     lost: Option<String>,
     recovery: Arc<Mutex<Recovery>>,
     qlog: Option<QlogFile>,
+    /// The virtual time the qlog's times count from (its start_time).
+    qlog_start_us: u64,
+    /// A datagram went out since the last app-limited mark, and that mark's value.
+    loop_sent: bool,
+    marked: Option<bool>,
+    /// Which packet number spaces (Initial, Handshake, Data) had keys after the last call.
+    had_keys: [bool; 3],
     last_error: CString,
 }
 
@@ -567,6 +577,10 @@ impl Shim {
             lost: None,
             recovery,
             qlog,
+            qlog_start_us: now_us,
+            loop_sent: false,
+            marked: None,
+            had_keys: [false; 3],
             last_error: CString::default(),
         };
         if server {
@@ -624,6 +638,7 @@ impl Shim {
     /// After every call into the connection: its endpoint events to the endpoint
     /// (and the answers back), then its application events.
     fn pump(&mut self) {
+        self.mark_discarded_keys();
         let Some((ch, conn)) = self.conn.as_mut() else { return };
         while let Some(ev) = conn.poll_endpoint_events() {
             if let Some(back) = self.endpoint.handle_event(*ch, ev) {
@@ -688,8 +703,12 @@ impl Shim {
             let t = conn.poll_transmit(now, 1, &mut self.buf);
             self.pump();
             match t {
-                None => return Ok(0),
+                None => {
+                    self.mark_app_limited(now_us);
+                    return Ok(0);
+                },
                 Some(t) => {
+                    self.loop_sent = true;
                     if t.segment_size.is_some_and(|s| s != t.size) {
                         return Err(format!("quinn sent {} bytes in segments of {:?} with GSO off",
                                            t.size, t.segment_size));
@@ -703,6 +722,55 @@ impl Shim {
         }
         out[..datagram.len()].copy_from_slice(&datagram);
         Ok(datagram.len())
+    }
+
+    /// quinn's `Connection.app_limited` where a send loop ends (the poll_transmit that
+    /// returns nothing sets it: `buf.is_empty() && !congestion_blocked`, mod.rs:947): it
+    /// decides whether the next ACKs grow the window (cubic.rs:102-109, new_reno.rs:52-54),
+    /// and quinn's qlog does not carry it.  Written to the qlog as a record of the shim's
+    /// own (`ccdiff:app_limited`, marked `written_by`) after a loop that sent something or
+    /// that changed it; the import turns it into the trace's app-limited marks and
+    /// app_idle / app_data (qlog_dialects.ShimAppLimited).  Read through the facade's
+    /// accessor; nothing of quinn's changes.
+    fn mark_app_limited(&mut self, now_us: u64) {
+        let (Some(q), Some((_, conn))) = (self.qlog.as_mut(), self.conn.as_ref()) else { return };
+        let value = conn.ccdiff_app_limited();
+        if !self.loop_sent && self.marked == Some(value) {
+            return;
+        }
+        self.loop_sent = false;
+        self.marked = Some(value);
+        let t = now_us.saturating_sub(self.qlog_start_us);
+        let record = format!(
+            "\x1e{{\"time\":{}.{:03},\"name\":\"ccdiff:app_limited\",\"data\":{{\"app_limited\":{value},\
+             \"written_by\":\"ccdiff connection shim\",\
+             \"read_from\":\"quinn-proto Connection.app_limited (src/connection/mod.rs:947)\"}}}}\n",
+            t / 1000, t % 1000);
+        // A write error is kept by QlogFile and fails the call (check at its end).
+        let _ = q.write_all(record.as_bytes());
+    }
+
+    /// quinn drops a space's keys and with them its packets in flight, without a congestion
+    /// event (discard_space, mod.rs:2210-2228; RFC 9002 §6.4) and without a qlog record: a
+    /// packet that left flight so would be read as acknowledged.  Written to the qlog as a
+    /// record of the shim's own (`ccdiff:keys_discarded`, marked `written_by`) when a space
+    /// that had keys has none after a call; the import files it before the datagram that
+    /// caused it (qlog_dialects.ShimKeys).
+    fn mark_discarded_keys(&mut self) {
+        let (Some(q), Some((_, conn))) = (self.qlog.as_mut(), self.conn.as_ref()) else { return };
+        let now = conn.ccdiff_has_keys();
+        for (space, name) in ["initial", "handshake"].iter().enumerate() {
+            if self.had_keys[space] && !now[space] {
+                let t = self.clock.now_us().saturating_sub(self.qlog_start_us);
+                let record = format!(
+                    "\x1e{{\"time\":{}.{:03},\"name\":\"ccdiff:keys_discarded\",\"data\":{{\"space\":\"{name}\",\
+                     \"written_by\":\"ccdiff connection shim\",\
+                     \"read_from\":\"quinn-proto PacketSpace.crypto (src/connection/mod.rs:2210-2228)\"}}}}\n",
+                    t / 1000, t % 1000);
+                let _ = q.write_all(record.as_bytes());
+            }
+        }
+        self.had_keys = now;
     }
 
     fn timeout(&mut self) -> u64 {
