@@ -603,6 +603,10 @@ class QuinnAcks:
             if name.endswith("packet_sent"):
                 if self.since_metrics:
                     yield from self.flush_sends(None)
+                    if not self.lost:
+                        # a datagram that changed no counter (a late ACK of nothing new: quinn
+                        # logs no metrics then), so this send's metrics are its own
+                        self.since_metrics = False
                 size = (data.get("header") or {}).get("length")
                 self.sends.append((where, ev, self.space(data), self.pn(data), size if isinstance(size, int) else 0))
             elif name.endswith("metrics_updated"):

@@ -322,6 +322,28 @@ def test_a_connection_shim_s_app_limited_and_key_discard_marks(tmp_path):
     assert [s.cwnd for s in next(iter(result.runs.values())).snapshots][-1] == 14400
 
 
+def test_a_quinn_datagram_that_changed_no_counter_is_not_an_ack(tmp_path):
+    """quinn logs metrics only for what changed: a reordered ACK of nothing new leaves no
+    metrics record, and the next send's own metrics (its bytes in flight up by its size)
+    were read as that datagram's (a fall of -1,200 bytes: the import failed, quinn
+    reordering seed 1)."""
+    def sent(t, pn):
+        return (t, "transport:packet_sent", {"header": {"packet_type": "1RTT", "packet_number": pn, "length": 1200}})
+
+    def metrics(t, bif, count):
+        return (t, "recovery:metrics_updated", {"congestion_window": 12000, "bytes_in_flight": bif,
+                                                "packets_in_flight": count})
+
+    def received(t):
+        return (t, "transport:packet_received", {"header": {"packet_type": "1RTT", "packet_number": 0}})
+    path = _qlog(tmp_path, [sent(0, 0), metrics(0, 1200, 1), sent(0, 1), metrics(0, 2400, 2),
+                            received(20), metrics(20, 1200, 1), received(21), sent(22, 2), metrics(22, 2400, 2),
+                            received(40), metrics(40, 0, 0)])
+    rows = _import(path)[1:]
+    assert [(r["ev"], r.get("pn", r.get("pns"))) for r in rows] == [
+        ("sent", 0), ("sent", 1), ("ack", [0]), ("sent", 2), ("ack", [[1, 2]])], rows
+
+
 def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):
     """qvis's samples: quic-trace's draft-00 converter names event_fields, categories and
     frame types in capitals and received packets UNKNOWN; pcap2qlog ends with []."""
