@@ -568,6 +568,7 @@ class QuinnAcks:
         self.inferred_acks = 0
         self.ack_only = 0
         self.discarded = [0, 0]            # bytes, packets taken out of flight with their keys (ShimKeys)
+        self.smoothed = self.latest = None  # quinn's RTTs as last logged (s)
 
     @staticmethod
     def space(data: dict) -> str:
@@ -612,11 +613,12 @@ class QuinnAcks:
             elif name.endswith("metrics_updated"):
                 nb = data.get("bytes_in_flight", self.bytes)
                 nc = data.get("packets_in_flight", self.count)
+                delay = self.ack_delay(data)
                 if self.sends and not self.since_metrics:      # the end of a transmit
                     yield from self.flush_sends((nb - self.bytes, nc - self.count, where))
                 else:                   # of a received datagram or a timeout: what left flight
                     yield from self.flush_sends(None)
-                    for ack in self.acknowledged(where, ev, nb, nc):
+                    for ack in self.acknowledged(where, ev, nb, nc, delay):
                         yield where, ack
                 self.bytes, self.count = nb, nc
                 self.lost, self.since_metrics = [], False
@@ -660,7 +662,28 @@ class QuinnAcks:
             ev = dict(ev, data=dict(ev["data"], ccdiff_in_flight=in_flight))
             yield w, ev
 
-    def acknowledged(self, where, ev, nb: int, nc: int):
+    def ack_delay(self, data: dict) -> float:
+        """The ACK delay quinn took off its RTT sample, in ms, from the RTT it logged: its
+        update is smoothed' = (7 smoothed + adjusted) / 8 with adjusted = latest - ack_delay
+        where min + ack_delay <= latest, else latest (paths.rs:335-354), so ack_delay =
+        latest - (8 smoothed' - 7 smoothed).  quinn logs RTTs in seconds (f32) and only what
+        changed; 0 where no sample was taken or nothing says otherwise.  Without it the
+        adapter's smoothed RTT, which quinn's CUBIC reads (W_cubic(t + rtt)), left quinn's."""
+        latest, smoothed = data.get("latest_rtt"), data.get("smoothed_rtt")
+        numbers = [v for v in (latest, smoothed) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) != sum(v is not None for v in (latest, smoothed)):
+            return 0.0
+        before = self.smoothed
+        if smoothed is not None:
+            self.smoothed = smoothed
+        if latest is not None:
+            self.latest = latest
+        if before is None or latest is None or self.latest is None:
+            return 0.0
+        delay = self.latest - (8 * self.smoothed - 7 * before)
+        return round(delay * 1000, 3) if delay > 5e-7 else 0.0
+
+    def acknowledged(self, where, ev, nb: int, nc: int, delay: float = 0.0):
         lost_b = lost_c = 0
         for space, pn in self.lost:
             size = self.flight.get(space, {}).pop(pn, None)
@@ -711,7 +734,8 @@ class QuinnAcks:
             ptype = "1RTT" if space == "application" else space
             records.append({"time": ev.get("time"), "name": "transport:packet_received",
                             "data": {"header": {"packet_type": ptype}, "ccdiff_inferred": True,
-                                     "frames": [{"frame_type": "ack", "ack_delay": 0, "acked_ranges": ranges}]}})
+                                     "frames": [{"frame_type": "ack", "acked_ranges": ranges,
+                                                 "ack_delay": delay if space == "application" else 0}]}})
         return records
 
 

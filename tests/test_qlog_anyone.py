@@ -326,7 +326,9 @@ def test_a_quinn_datagram_that_changed_no_counter_is_not_an_ack(tmp_path):
     """quinn logs metrics only for what changed: a reordered ACK of nothing new leaves no
     metrics record, and the next send's own metrics (its bytes in flight up by its size)
     were read as that datagram's (a fall of -1,200 bytes: the import failed, quinn
-    reordering seed 1)."""
+    reordering seed 1).  And the ACK delay quinn subtracted, which its qlog (no frames)
+    does not show, is read back from its RTT update: without it the adapter's smoothed RTT,
+    which quinn's CUBIC reads, left quinn's (death-spiral seed 0: 1.3% -> 100% exact)."""
     def sent(t, pn):
         return (t, "transport:packet_sent", {"header": {"packet_type": "1RTT", "packet_number": pn, "length": 1200}})
 
@@ -336,12 +338,17 @@ def test_a_quinn_datagram_that_changed_no_counter_is_not_an_ack(tmp_path):
 
     def received(t):
         return (t, "transport:packet_received", {"header": {"packet_type": "1RTT", "packet_number": 0}})
+    def rtt(record, latest, smoothed):       # quinn logs RTTs in seconds
+        return record[:2] + (dict(record[2], latest_rtt=latest, smoothed_rtt=smoothed),)
     path = _qlog(tmp_path, [sent(0, 0), metrics(0, 1200, 1), sent(0, 1), metrics(0, 2400, 2),
-                            received(20), metrics(20, 1200, 1), received(21), sent(22, 2), metrics(22, 2400, 2),
-                            received(40), metrics(40, 0, 0)])
+                            received(20), rtt(metrics(20, 1200, 1), 0.020, 0.020), received(21), sent(22, 2),
+                            metrics(22, 2400, 2), received(40), rtt(metrics(40, 0, 0), 0.022, 0.020)])
     rows = _import(path)[1:]
     assert [(r["ev"], r.get("pn", r.get("pns"))) for r in rows] == [
         ("sent", 0), ("sent", 1), ("ack", [0]), ("sent", 2), ("ack", [[1, 2]])], rows
+    # The peer's ACK delay quinn took off its sample, from its own RTT update (paths.rs:335-354):
+    # smoothed stayed 20 ms on a 22 ms sample, so 2 ms of it was the peer's delay.
+    assert [r.get("ack_delay", 0) for r in rows if r["ev"] == "ack"] == [0, 2000], rows
 
 
 def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):
