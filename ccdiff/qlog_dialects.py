@@ -401,13 +401,15 @@ class ShimKeys:
     to the qlog (`ccdiff:keys_discarded` {space}: the quinn shim, from quinn-proto's
     PacketSpace.crypto; discard_space takes the space's packets out of flight without a
     congestion event, RFC 9002 §6.4, and logs nothing).  The shim sees it after the call
-    that did it, so after that datagram's own records: it is filed as a qlog key_discarded
-    record before them, where a reader of the stack's counters (QuinnAcks) must know it
-    (the bytes in flight that fell there were discarded, not acknowledged)."""
+    that did it, so after the records of that call: a received datagram (the Handshake keys,
+    on HANDSHAKE_DONE) or a sent one (the Initial keys, when the first Handshake packet goes
+    out).  It is filed as a qlog key_discarded record before them, where a reader of the
+    stack's counters (QuinnAcks) must know it: the bytes in flight that fell there left with
+    the keys, neither acknowledged nor lost."""
 
     def __init__(self):
         self.discards = 0
-        self.held: list = []        # a packet_received and the records of that datagram after it
+        self.held: list = []        # the records of the last call: a datagram received or sent
 
     def wrap(self, records):
         records = iter(records)
@@ -430,15 +432,20 @@ class ShimKeys:
                                                   "(qlog_dialects.ShimKeys)"}}
                 yield from self._release()
                 continue
-            if name.endswith("packet_received"):
+            sent = name.endswith("packet_sent")
+            starts = name.endswith("packet_received") or (sent and not self._last_was_send())
+            if starts:
                 yield from self._release()
                 self.held.append((where, ev))
-            elif self.held and name.endswith(AFTER_A_DATAGRAM):
+            elif self.held and (sent or name.endswith(AFTER_A_DATAGRAM)):
                 self.held.append((where, ev))
             else:
                 yield from self._release()
                 yield where, ev
         yield from self._release()
+
+    def _last_was_send(self) -> bool:
+        return bool(self.held) and str(self.held[-1][1].get("name", "")).endswith("packet_sent")
 
     def _release(self):
         held, self.held = self.held, []
@@ -648,6 +655,10 @@ class QuinnAcks:
         if not sends:
             return
         db, dc, where = growth if growth else (0, 0, None)
+        if growth:
+            # keys dropped in this transmit (ShimKeys filed it before): their packets left flight
+            (gone_b, gone_c), self.discarded = self.discarded, [0, 0]
+            db, dc = db + gone_b, dc + gone_c
         chosen = _subset([s[4] for s in sends], dc, db)
         if chosen is None:
             self.fail(where or sends[-1][0], f"{self.NAME}: bytes_in_flight grew {db} and packets_in_flight {dc} "

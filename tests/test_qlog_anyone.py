@@ -322,6 +322,34 @@ def test_a_connection_shim_s_app_limited_and_key_discard_marks(tmp_path):
     assert [s.cwnd for s in next(iter(result.runs.values())).snapshots][-1] == 14400
 
 
+def test_keys_dropped_while_sending_are_filed_before_that_datagram(tmp_path):
+    """quinn drops its Initial keys when its first Handshake packet goes out, in the middle
+    of a transmit: the datagram's counters fell by the Initial packet still in flight while
+    they grew by the new ones (quinn death-spiral seed 3: "grew -48 ... after packets of
+    sizes [48, 102, 1200]", the import failed).  The shim's mark, written after that call,
+    is filed before its datagram (ShimKeys) and QuinnAcks counts the discard."""
+    def sent(t, ptype, pn, size):
+        return (t, "transport:packet_sent", {"header": {"packet_type": ptype, "packet_number": pn, "length": size}})
+
+    def metrics(t, bif, count):
+        return (t, "recovery:metrics_updated", {"congestion_window": 12000, "bytes_in_flight": bif,
+                                                "packets_in_flight": count})
+    path = _qlog(tmp_path, [
+        sent(0, "initial", 0, 1200), metrics(0, 1200, 1),
+        (20, "transport:packet_received", {"header": {"packet_type": "initial", "packet_number": 0}}),
+        sent(20, "initial", 1, 48), sent(20, "handshake", 0, 102), sent(20, "1RTT", 0, 1200),
+        metrics(20, 1302, 2),
+        (20, "ccdiff:keys_discarded", {"space": "initial", "written_by": "ccdiff connection shim"}),
+        (40, "transport:packet_received", {"header": {"packet_type": "1RTT", "packet_number": 1}}),
+        metrics(40, 102, 1)])
+    out = tmp_path / "all.jsonl"
+    assert main(["import", "--all-spaces", str(path), "-o", str(out)]) == 0
+    header, *events = [json.loads(line) for line in out.read_text().splitlines()]
+    # the 1-RTT packet is in flight (read as not, the 102-byte one as in flight, before); the
+    # Handshake packet, never acknowledged, left with its keys too (DiscardedWithKeys)
+    assert [(e["ev"], e.get("bytes", e.get("pns"))) for e in events] == [("sent", 1200), ("ack", [0])], events
+
+
 def test_a_quinn_datagram_that_changed_no_counter_is_not_an_ack(tmp_path):
     """quinn logs metrics only for what changed: a reordered ACK of nothing new leaves no
     metrics record, and the next send's own metrics (its bytes in flight up by its size)

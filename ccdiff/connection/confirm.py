@@ -55,19 +55,24 @@ def judge_qlog(qlog: str, spec: str) -> dict:
         stack = (at(index - 1, "stack"), at(index, "stack"))
         return {"adapter": list(adapter), "stack": list(stack),
                 "confirmed": None not in stack and adapter == stack}
-    own = own_window(trace, run, logged) if result.findings else {}
+    own, own_at = own_window(trace, run, logged) if result.findings else ({}, {})
 
-    def own_finding(invariant: str):
+    def own_finding(invariant: str, event: int):
+        # The stack's own window flagged at the adapter's event, where it is; else its first
+        # occurrence (confirmed_by then says the events differ).
         f = own.get(invariant)
-        return None if f is None else {"event": f.event_index, "t_us": f.t_us, "count": f.count,
-                                       "detail": f.detail}
+        if f is None:
+            return None
+        t_us, detail = own_at.get(invariant, {}).get(event, (f.t_us, f.detail))
+        return {"event": event if event in own_at.get(invariant, {}) else f.event_index,
+                "t_us": t_us, "count": f.count, "detail": detail}
     # The status words of replay, conform and fuzz (ccdiff/status.py), on a strict footing:
     # the stack's own connection produced these events, whatever the import's lenient mark
     # says of its loss detection (docs/connection-mode.md), so it is not a reason to doubt them.
     findings = [{"invariant": f.invariant, "status": f.status, "count": f.count, "event": f.event_index,
                  "t_us": f.t_us, "detail": f.detail, "logged_step": step(f.event_index),
                  "own_window_judged": f.invariant not in NOT_ON_OWN_WINDOW,
-                 "own_window": own_finding(f.invariant),
+                 "own_window": own_finding(f.invariant, f.event_index),
                  **_upstream(upstream_status(run, f, "strict"))}
                 for f in result.findings if f.stack == run.label]
     agreement = fidelity(qlog, spec, keep_series=False)
@@ -96,18 +101,29 @@ def confirmed_by(finding: dict) -> str | None:
     return None
 
 
-def own_window(trace: QlogTrace, run, logged: list) -> dict:
+def own_window(trace: QlogTrace, run, logged: list) -> tuple:
     """The invariants' findings on the stack's own logged window: the adapter's snapshots
     with cwnd, ssthresh (and bytes in flight) replaced by the stack's logged values after
     each event (the last logged value where an event has none; the adapter's before the
     first).  Raw findings by invariant, no deviation applied: a finding here is the
     stack's own window, judged by the same rule as the adapter's (Checker, the same trace
-    timeline)."""
+    timeline).  Also every occurrence, {invariant: {event: (t_us, detail)}}: an adapter's
+    finding is confirmed where the stack's own window is flagged at its event, not only
+    where that is the rule's first occurrence on the stack's window (aioquic's 2 s reset
+    after a blackout, outage-3s: its own window's first excess-reduction is an explained
+    flight-size cut at event 1501, the reset at event 4041 is flagged there too)."""
     snaps = run.snapshots or []
     header = trace.header
     checker = Checker(run.label, header.max_datagram_size, run.target.family, run.profile.min_window_datagrams,
                       bool(run.target.recipe and run.target.recipe.loss_applied_with_ack),
                       **run.profile.checker_options(run.target.options))
+    occurrences: dict = {}
+    rule = checker.flag
+
+    def flag(invariant, index, t, detail, occurrence=None, onset=None):
+        occurrences.setdefault(invariant, {}).setdefault(index, (t, detail))
+        rule(invariant, index, t, detail, occurrence, onset)
+    checker.flag = flag             # every occurrence, not only the first (Checker.flag keeps those)
     truth = Truth(ecn=run.profile.ecn)
     state: dict = {}
     before = None
@@ -124,7 +140,7 @@ def own_window(trace: QlogTrace, run, logged: list) -> dict:
                                  bytes_in_flight=state.get("bytes_in_flight", snap.bytes_in_flight))
         checker.check(index, ev, before, snap, truth)
         before = snap
-    return {f.invariant: f for f in checker.finish()}
+    return {f.invariant: f for f in checker.finish()}, occurrences
 
 
 def case_own_events(judged: dict) -> dict:

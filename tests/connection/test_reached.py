@@ -50,3 +50,20 @@ def test_a_claimed_reach_is_rerun_and_holds(tmp_path, name, entry):
         assert found[0]["own_window"]["event"] == entry["event"], found[0]["own_window"]
     else:
         assert found[0]["logged_step"]["confirmed"], found[0]["logged_step"]
+
+
+def test_the_stack_s_own_window_is_judged_at_the_finding_s_event(tmp_path):
+    """aioquic's own connection on outage-3s, seed 0: the adapter fed its events flags
+    excess-reduction at event 4041 (its window to 12,000 after the 3 s blackout), and the same
+    rule on aioquic's own logged window flags it there too.  The check compared only the own
+    window's first excess-reduction (event 1501, a flight-size cut the adapter's side explains),
+    so it said "not confirmed" (ccdiff/connection/confirm.py, own_window's occurrences)."""
+    argv = ["sim", "outage-3s", "--mode", "connection", "--stack", "aioquic", "--seed", "0",
+            "--qlog", "own.qlog", "--no-controls", "--json"]
+    proc = subprocess.run([sys.executable, "-m", "ccdiff", *argv], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=900)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (run,) = [r for r in json.loads(proc.stdout)["runs"] if r.get("own_events")]
+    (found,) = [f for f in run["own_events"]["findings"] if f["invariant"] == "excess-reduction"]
+    assert found["event"] == 4041 and found["own_window"]["event"] == 4041, found
+    assert found["own_window"]["count"] > 1           # the first occurrence on its own window is earlier

@@ -171,6 +171,13 @@ fn micros_ceil(t: Instant) -> u64 {
     u64::try_from(us).unwrap_or(NO_TIMER - 1)
 }
 
+/// A time in the qlog as quinn's writer stamps its own records (qlog 0.15 streamer.rs:189-192:
+/// milliseconds as f32 from its start_time), so the shim's records keep the file's order: an
+/// exact "13639.175" after quinn's "13639.174" for the same instant read as time going back.
+fn qlog_time(since_start_us: u64) -> f32 {
+    Duration::from_micros(since_start_us).as_secs_f32() * 1000.0
+}
+
 fn dur_us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(UNKNOWN - 1)
 }
@@ -755,12 +762,11 @@ impl Shim {
         }
         self.loop_sent = false;
         self.marked = Some(value);
-        let t = now_us.saturating_sub(self.qlog_start_us);
+        let t = qlog_time(now_us.saturating_sub(self.qlog_start_us));
         let record = format!(
-            "\x1e{{\"time\":{}.{:03},\"name\":\"ccdiff:app_limited\",\"data\":{{\"app_limited\":{value},\
+            "\x1e{{\"time\":{t},\"name\":\"ccdiff:app_limited\",\"data\":{{\"app_limited\":{value},\
              \"written_by\":\"ccdiff connection shim\",\
-             \"read_from\":\"quinn-proto Connection.app_limited (src/connection/mod.rs:947)\"}}}}\n",
-            t / 1000, t % 1000);
+             \"read_from\":\"quinn-proto Connection.app_limited (src/connection/mod.rs:947)\"}}}}\n");
         // A write error is kept by QlogFile and fails the call (check at its end).
         let _ = q.write_all(record.as_bytes());
     }
@@ -776,12 +782,11 @@ impl Shim {
         let now = conn.ccdiff_has_keys();
         for (space, name) in ["initial", "handshake"].iter().enumerate() {
             if self.had_keys[space] && !now[space] {
-                let t = self.clock.now_us().saturating_sub(self.qlog_start_us);
+                let t = qlog_time(self.clock.now_us().saturating_sub(self.qlog_start_us));
                 let record = format!(
-                    "\x1e{{\"time\":{}.{:03},\"name\":\"ccdiff:keys_discarded\",\"data\":{{\"space\":\"{name}\",\
+                    "\x1e{{\"time\":{t},\"name\":\"ccdiff:keys_discarded\",\"data\":{{\"space\":\"{name}\",\
                      \"written_by\":\"ccdiff connection shim\",\
-                     \"read_from\":\"quinn-proto PacketSpace.crypto (src/connection/mod.rs:2210-2228)\"}}}}\n",
-                    t / 1000, t % 1000);
+                     \"read_from\":\"quinn-proto PacketSpace.crypto (src/connection/mod.rs:2210-2228)\"}}}}\n");
                 let _ = q.write_all(record.as_bytes());
             }
         }
