@@ -30,7 +30,8 @@ def test_there_are_claims_to_check():
                                                               ("picoquic", "ca-growth-bound"),
                                                               ("picoquic", "idle-inflation"),
                                                               ("quiche", "idle-inflation"),
-                                                              ("quinn", "idle-inflation")}
+                                                              ("quinn", "idle-inflation"),
+                                                              ("quinn", "missing-reduction")}
 
 
 @pytest.mark.parametrize("name,entry", CLAIMS, ids=[f"{n}-{e['invariant']}" for n, e in CLAIMS])
