@@ -265,30 +265,26 @@ class QuicheAppLimited:
         self.marked = 0
 
     def wrap(self, records):
-        records = iter(records)
-        while True:
-            try:
-                where, ev = next(records)
-            except StopIteration:
-                break
-            except Exception:
-                yield from self._decide()       # the records before a bad one are read first
-                raise
-            data = ev.get("data") if isinstance(ev, dict) else None
-            name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
-            is_send = name.endswith("packet_sent") and _in_flight(data)
-            if name.endswith("metrics_updated"):
-                self._metrics(data)
-            if is_send and self.at_receipt is not None:
-                yield from self._decide()           # no metrics record after that datagram
-            if not self.held and not is_send:
-                yield where, ev
-                continue
-            self.held.append((where, ev, is_send))
-            if name.endswith("packet_received") and self.at_receipt is None:
-                self.at_receipt = (self.window.get("bif"), self.window.get("cwnd"))
-            elif (self.at_receipt is not None and name.endswith("metrics_updated")) or len(self.held) >= self.HOLD:
-                yield from self._decide()
+        try:
+            for where, ev in records:
+                data = ev.get("data") if isinstance(ev, dict) else None
+                name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
+                is_send = name.endswith("packet_sent") and _in_flight(data)
+                if name.endswith("metrics_updated"):
+                    self._metrics(data)
+                if is_send and self.at_receipt is not None:
+                    yield from self._decide()           # no metrics record after that datagram
+                if not self.held and not is_send:
+                    yield where, ev
+                    continue
+                self.held.append((where, ev, is_send))
+                if name.endswith("packet_received") and self.at_receipt is None:
+                    self.at_receipt = (self.window.get("bif"), self.window.get("cwnd"))
+                elif (self.at_receipt is not None and name.endswith("metrics_updated")) or len(self.held) >= self.HOLD:
+                    yield from self._decide()
+        except Exception:
+            yield from self._decide()      # what it held reaches the importer before the error
+            raise
         yield from self._decide()
 
     def _metrics(self, data: dict) -> None:
@@ -345,28 +341,24 @@ class ShimAppLimited:
         self.held: list = []        # (where, record, is a send) from the first send after a mark
 
     def wrap(self, records):
-        records = iter(records)
-        while True:
-            try:
-                where, ev = next(records)
-            except StopIteration:
-                break
-            except Exception:
-                yield from self._release(None)
-                raise
-            data = ev.get("data") if isinstance(ev, dict) else None
-            name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
-            if name == SHIM_APP_LIMITED and isinstance(data.get("app_limited"), bool):
-                self.marks += 1
-                yield from self._release((where, ev, data["app_limited"]))
-                continue
-            is_send = name.endswith("packet_sent") and _in_flight(data)
-            if not self.held and not is_send:
-                yield where, ev
-                continue
-            self.held.append((where, ev, is_send))
-            if len(self.held) >= self.HOLD:
-                yield from self._release(None)
+        try:
+            for where, ev in records:
+                data = ev.get("data") if isinstance(ev, dict) else None
+                name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
+                if name == SHIM_APP_LIMITED and isinstance(data.get("app_limited"), bool):
+                    self.marks += 1
+                    yield from self._release((where, ev, data["app_limited"]))
+                    continue
+                is_send = name.endswith("packet_sent") and _in_flight(data)
+                if not self.held and not is_send:
+                    yield where, ev
+                    continue
+                self.held.append((where, ev, is_send))
+                if len(self.held) >= self.HOLD:
+                    yield from self._release(None)
+        except Exception:
+            yield from self._release(None)      # what it held reaches the importer before the error
+            raise
         yield from self._release(None)
 
     def _state(self, where, ev, value: bool):
@@ -412,36 +404,32 @@ class ShimKeys:
         self.held: list = []        # the records of the last call: a datagram received or sent
 
     def wrap(self, records):
-        records = iter(records)
-        while True:
-            try:
-                where, ev = next(records)
-            except StopIteration:
-                break
-            except Exception:
-                yield from self._release()
-                raise
-            data = ev.get("data") if isinstance(ev, dict) else None
-            name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
-            if name == SHIM_KEYS_DISCARDED:
-                self.discards += 1
-                at = self.held[0] if self.held else (where, ev)
-                yield at[0], {"time": at[1].get("time"), "name": "quic:key_discarded",
-                              "data": {"key_type": f"client_{data.get('space')}_secret",
-                                       "trigger": "ccdiff: the connection shim saw the keys go "
-                                                  "(qlog_dialects.ShimKeys)"}}
-                yield from self._release()
-                continue
-            sent = name.endswith("packet_sent")
-            starts = name.endswith("packet_received") or (sent and not self._last_was_send())
-            if starts:
-                yield from self._release()
-                self.held.append((where, ev))
-            elif self.held and (sent or name.endswith(AFTER_A_DATAGRAM)):
-                self.held.append((where, ev))
-            else:
-                yield from self._release()
-                yield where, ev
+        try:
+            for where, ev in records:
+                data = ev.get("data") if isinstance(ev, dict) else None
+                name = str(ev.get("name", "")) if isinstance(ev, dict) and isinstance(data, dict) else ""
+                if name == SHIM_KEYS_DISCARDED:
+                    self.discards += 1
+                    at = self.held[0] if self.held else (where, ev)
+                    yield at[0], {"time": at[1].get("time"), "name": "quic:key_discarded",
+                                  "data": {"key_type": f"client_{data.get('space')}_secret",
+                                           "trigger": "ccdiff: the connection shim saw the keys go "
+                                                      "(qlog_dialects.ShimKeys)"}}
+                    yield from self._release()
+                    continue
+                sent = name.endswith("packet_sent")
+                starts = name.endswith("packet_received") or (sent and not self._last_was_send())
+                if starts:
+                    yield from self._release()
+                    self.held.append((where, ev))
+                elif self.held and (sent or name.endswith(AFTER_A_DATAGRAM)):
+                    self.held.append((where, ev))
+                else:
+                    yield from self._release()
+                    yield where, ev
+        except Exception:
+            yield from self._release()      # what it held reaches the importer before the error
+            raise
         yield from self._release()
 
     def _last_was_send(self) -> bool:

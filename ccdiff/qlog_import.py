@@ -712,10 +712,10 @@ class Importer:
             # of a cwnd-limited sender (sender.c:2601-2610), not app-limited
             window_open = self.state.get("bytes_in_flight", 0) < self.state.get("cwnd", 1 << 62)
             app_limited = self.picoquic and not (types & APP_DATA_FRAMES) and window_open
-        if isinstance(data.get("ccdiff_app_limited"), bool):
-            app_limited = data["ccdiff_app_limited"]    # quiche: its own flag (qlog_dialects.QuicheAppLimited)
         elif "ccdiff_in_flight" not in data:
             self.summary.note("packet_sent without frames: every such packet is taken as in flight")
+        if isinstance(data.get("ccdiff_app_limited"), bool):
+            app_limited = data["ccdiff_app_limited"]    # the stack's own flag (QuicheAppLimited, ShimAppLimited)
         pn = self.pn_of(where, name, data)
         raw = data.get("raw") if isinstance(data.get("raw"), dict) else {}
         header = data.get("header") if isinstance(data.get("header"), dict) else {}

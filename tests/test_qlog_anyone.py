@@ -379,6 +379,15 @@ def test_a_quinn_datagram_that_changed_no_counter_is_not_an_ack(tmp_path):
     assert [r.get("ack_delay", 0) for r in rows if r["ev"] == "ack"] == [0, 2000], rows
 
 
+def test_a_log_with_frames_is_not_said_to_lack_them():
+    """The note "packet_sent without frames" is for logs without frames (quinn's): the
+    app-limited mark of the stack's own flag, read after the frames, once made every import
+    say it (quiche's, aioquic's)."""
+    summary = import_qlog(str(Path(__file__).parent / "fixtures" / "qlog" / "aioquic-cubic-idle.qlog"),
+                          lambda *_: None)
+    assert not any("without frames" in note for note in summary.notes), summary.notes
+
+
 def test_quic_trace_draft00_capitals_unknown_type_and_pcap2qlog_empty_event(tmp_path):
     """qvis's samples: quic-trace's draft-00 converter names event_fields, categories and
     frame types in capitals and received packets UNKNOWN; pcap2qlog ends with []."""
