@@ -119,9 +119,27 @@ def lost_packet_count(metrics: dict):
 
 # ---------------------------------------------------------------- quiche: losses from its counters
 
-def _quiche_space(data: dict) -> str:
-    ptype = str((data.get("header") or {}).get("packet_type", "1RTT")).lower()
+NOT_IN_FLIGHT_FRAMES = frozenset({"ack", "connection_close"})   # RFC 9002 §2: not ack-eliciting
+
+
+def _in_flight(data: dict) -> bool:
+    frames = data.get("frames")
+    types = {f.get("frame_type") for f in frames if isinstance(f, dict)} if isinstance(frames, list) else set()
+    return not (types and types <= NOT_IN_FLIGHT_FRAMES)
+
+
+def _packet_space(data: dict) -> str:
+    """initial, handshake or application, from a packet record (qlog 0.3's header, the
+    drafts' packet_type / type)."""
+    header = data.get("header") if isinstance(data.get("header"), dict) else {}
+    ptype = str(header.get("packet_type", data.get("packet_type", data.get("type", "1RTT")))).lower()
     return ptype if ptype in ("initial", "handshake") else "application"
+
+
+def _pn(data: dict):
+    header = data.get("header") if isinstance(data.get("header"), dict) else {}
+    pn = header.get("packet_number", data.get("packet_number"))
+    return pn if isinstance(pn, int) and not isinstance(pn, bool) else None
 
 
 def _delta(metrics: dict, key: str):
@@ -179,17 +197,15 @@ class QuicheLosses:
             yield where, ev
 
     def _sent(self, data: dict) -> None:
-        frames = data.get("frames")
-        types = {f.get("frame_type") for f in frames if isinstance(f, dict)} if isinstance(frames, list) else set()
-        if types and types <= {"ack", "connection_close"}:
-            return                             # not in flight (RFC 9002 §2)
+        if not _in_flight(data):
+            return
         header, raw = data.get("header") or {}, data.get("raw") or {}
-        pn, size = header.get("packet_number"), packet_size(data, header, raw)
-        if isinstance(pn, int) and isinstance(size, int):
-            self.flight.setdefault(_quiche_space(data), {})[pn] = size
+        pn, size = _pn(data), packet_size(data, header, raw)
+        if pn is not None and isinstance(size, int):
+            self.flight.setdefault(_packet_space(data), {})[pn] = size
 
     def _received(self, data: dict) -> None:
-        space = _quiche_space(data)
+        space = _packet_space(data)
         for frame in data.get("frames") or ():
             if not isinstance(frame, dict) or frame.get("frame_type") != "ack":
                 continue
@@ -225,12 +241,6 @@ class QuicheLosses:
 
 
 # ---------------------------------------------------------------- quiche: app-limited sends from its flag
-
-def _in_flight(data: dict) -> bool:
-    frames = data.get("frames")
-    types = {f.get("frame_type") for f in frames if isinstance(f, dict)} if isinstance(frames, list) else set()
-    return not (types and types <= {"ack", "connection_close"})     # RFC 9002 §2
-
 
 class QuicheAppLimited:
     """quiche grows its window only on ACKs that find `Congestion.app_limited` false
@@ -442,18 +452,6 @@ class ShimKeys:
 
 # ---------------------------------------------------------------- packets discarded with their keys
 
-def _handshake_space(data: dict):
-    header = data.get("header") if isinstance(data.get("header"), dict) else {}
-    ptype = str(header.get("packet_type", data.get("packet_type", data.get("type", "")))).lower()
-    return ptype if ptype in ("initial", "handshake") else None
-
-
-def _pn(data: dict):
-    header = data.get("header") if isinstance(data.get("header"), dict) else {}
-    pn = header.get("packet_number", data.get("packet_number"))
-    return pn if isinstance(pn, int) and not isinstance(pn, bool) else None
-
-
 class DiscardedWithKeys:
     """RFC 9002 §6.4: when the Initial or Handshake keys are discarded, the packets of that
     space still in flight are removed from bytes in flight, and the controller is not told
@@ -483,8 +481,8 @@ class DiscardedWithKeys:
             if not isinstance(data, dict):
                 continue
             name = str(ev.get("name", ""))
-            space = _handshake_space(data)
-            if space is None or data.get("ccdiff_in_flight") is False:
+            space = _packet_space(data)
+            if space == "application" or data.get("ccdiff_in_flight") is False:
                 continue
             if name.endswith("packet_sent") and _in_flight(data) and _pn(data) is not None:
                 flight[space].add(_pn(data))
@@ -504,7 +502,7 @@ class DiscardedWithKeys:
         for where, ev in records:
             data = ev.get("data") if isinstance(ev, dict) and self.gone else None
             if isinstance(data, dict) and str(ev.get("name", "")).endswith("packet_sent") \
-                    and (_handshake_space(data), _pn(data)) in self.gone:
+                    and (_packet_space(data), _pn(data)) in self.gone:
                 data["ccdiff_discarded"] = True
             yield where, ev
 

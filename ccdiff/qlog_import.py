@@ -51,7 +51,7 @@ APP_SPACE = {"1RTT", "0RTT", "1rtt", "0rtt"}
 # RFC 9002 §2: "All frames other than ACK, PADDING, and CONNECTION_CLOSE are considered
 # ack-eliciting." and "Packets are considered in flight when they are ack-eliciting or contain a
 # PADDING frame": a packet of ACK / CONNECTION_CLOSE frames only is not in flight.
-NOT_IN_FLIGHT_FRAMES = {"ack", "connection_close"}
+NOT_IN_FLIGHT_FRAMES = dialects.NOT_IN_FLIGHT_FRAMES   # RFC 9002 §2
 APP_DATA_FRAMES = {"stream", "datagram"}    # the application's data (picoquic: frames.c:3634, 3702)
 
 # qlog 0.3 (draft-ietf-quic-qlog-quic-events-02/-03) and current draft (-08+) names.
@@ -1251,28 +1251,28 @@ def iter_import(path: str, summary: Summary | None = None, all_spaces: bool = Fa
     if version is None and not summary.records:
         raise QlogError(path, None, "not a qlog: a JSON document with no qlog_version (or file_schema) "
                                     "and no events in traces[0].events")
+    def inferred(text: str, reader: str) -> None:
+        """What the import wrote that the log does not name: in the trace's header, and noted."""
+        summary.inferred.append(text)
+        summary.note(f"{text} (qlog_dialects.{reader})")
     if quiche.inferred:
-        summary.inferred.append(f"quiche qlog: {quiche.inferred} packet_lost written from its cf_lost_packets "
-                                "counter (the oldest packets sent before an acknowledged one, RFC 9002 §6.1)")
-        summary.note(summary.inferred[-1] + " (qlog_dialects.QuicheLosses)")
+        inferred(f"quiche qlog: {quiche.inferred} packet_lost written from its cf_lost_packets counter (the "
+                 "oldest packets sent before an acknowledged one, RFC 9002 §6.1)", "QuicheLosses")
     if summary.discarded_with_keys:
-        summary.inferred.append(f"{summary.discarded_with_keys} Initial/Handshake packet(s) never acknowledged nor "
-                                "lost left out: discarded with their keys (RFC 9002 §6.4), they left the stack's "
-                                "bytes in flight without a congestion event")
-        summary.note(summary.inferred[-1] + " (qlog_dialects.DiscardedWithKeys)")
+        inferred(f"{summary.discarded_with_keys} Initial/Handshake packet(s) never acknowledged nor lost left out: "
+                 "discarded with their keys (RFC 9002 §6.4), they left the stack's bytes in flight without a "
+                 "congestion event", "DiscardedWithKeys")
     if shim_keys.discards:
         summary.note(f"{shim_keys.discards} key discard(s) seen by the connection shim, filed before the datagram "
                      "that caused them: the packets then in flight left without an ACK (qlog_dialects.ShimKeys)")
     if shim_app.marks:
-        summary.inferred.append(f"{shim_app.marks} app-limited marks of the connection shim (the stack's own flag "
-                                "where a send loop ended): its sends marked, app_idle / app_data where it changed")
-        summary.note(summary.inferred[-1] + " (qlog_dialects.ShimAppLimited)")
+        inferred(f"{shim_app.marks} app-limited marks of the connection shim (the stack's own flag where a send "
+                 "loop ended): its sends marked, app_idle / app_data where it changed", "ShimAppLimited")
     if quiche_app.quiche:
         how = ("its cf_app_limited flag" if quiche_app.flag is not None else
                "bytes in flight below the window before the next received datagram")
-        summary.inferred.append(f"quiche qlog: {quiche_app.marked} packets marked app-limited from {how} "
-                                "(a send loop that ran out of data leaves quiche's app_limited set)")
-        summary.note(summary.inferred[-1] + " (qlog_dialects.QuicheAppLimited)")
+        inferred(f"quiche qlog: {quiche_app.marked} packets marked app-limited from {how} (a send loop that ran "
+                 "out of data leaves quiche's app_limited set)", "QuicheAppLimited")
     for line, what in quiche.problems[:3]:
         summary.inferred.append(f"quiche qlog, line {line}: {what}")
         summary.note(f"quiche qlog, line {line}: {what}: the trace may lack or misplace that loss")
