@@ -368,6 +368,8 @@ class RealBug:
                 continue
             if reachability_of(stored.folder) != "strict":
                 continue
+            if self.clean_on and sig.not_fixed_by:
+                continue          # triage replayed it on the fix's release, which still shows it
             if self.clean_on or self.idle:
                 repro = stored.folder / "reproducer.jsonl"
                 mark = (key, repro.stat().st_mtime_ns)

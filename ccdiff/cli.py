@@ -438,7 +438,7 @@ def cmd_minimize(args) -> int:
     where = f" -> {args.output}" if args.output else ""
     overrun = window_of(small, args.stack)
     window = f"; beyond {args.stack}'s own window: {overrun}" if overrun else f"; within {args.stack}'s own window"
-    print(f"{args.trace}: {sig.invariant} ({sig.shape}) on {args.stack}: {len(trace.events)} -> "
+    print(f"{args.trace}: {sig.invariant} ({sig.shown}) on {args.stack}: {len(trace.events)} -> "
           f"{len(small.events)} events, {small.reachability}"
           f"{' [' + LENIENT_ONLY + ']' if repair == LENIENT_ONLY else ''}{window}{where}", file=sys.stderr)
     return EXIT_OK

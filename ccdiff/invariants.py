@@ -131,7 +131,13 @@ CATALOG = {inv.id: inv for inv in [
               "limited, the congestion window is underutilized. ... When this occurs, the congestion "
               "window SHOULD NOT be increased in either slow start or congestion avoidance.",
               "ACKs of packets sent while the application had nothing to send say nothing about the "
-              "path's capacity at the current window.", True, "SHOULD", "RFC 9002 §7.8"),
+              "path's capacity at the current window. Only a round trip in which every send was marked "
+              "app-limited and left the stack's own window room for another full datagram counts: a "
+              "mark is the application's word, a full window is the stack's, and a stack may judge by "
+              "the acknowledged packets or by its state now (quiche clears its flag when bytes in "
+              "flight reach the window; Linux looks back over the window).", True, "SHOULD", "RFC 9002 §7.8",
+              more_quotes=(("A flow is application-limited if it is currently sending less than what is "
+                            "allowed by the congestion window.", "RFC 9438 §5.8"),)),
     Invariant("growth-without-ack", "Window grew on an event that acknowledged nothing",
               "RFC 9002 §7.8, Appendix B.5; RFC 9438 §5.8",
               "When this occurs, the congestion window SHOULD NOT be increased in either slow start or "
@@ -579,6 +585,7 @@ class Checker:
         self.stuck_last_t = 0        # the last counted ACK's time
         self.stuck_first_t = 0       # the first counted ACK's time
         self.full_window_pn = -1     # the last packet sent with the window full (judge_step)
+        self.limited_pn = -1         # the last packet sent full or not app-limited (judge_step)
         self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
         self.idle_watch = None
@@ -665,6 +672,8 @@ class Checker:
             # at the send, not at the ACK: a flight sent in one burst and acknowledged packet
             # by packet filled the window although the later ACKs find it half drained.
             self.full_window_pn = ev.packets[0][0]
+        if kind == SENT and ev.packets and (self.full_window_pn == ev.packets[0][0] or not ev.packets[0][3]):
+            self.limited_pn = ev.packets[0][0]      # growth-while-app-limited: sent_unlimited_since
         if cwnd < self.min_window:
             flag("cwnd-below-minimum", index, t, f"cwnd {cwnd} < minimum window {self.min_window} "
                  f"(2 x {self.mds})")
@@ -1064,6 +1073,19 @@ class Checker:
                   lambda: Occurrence("ss-growth-shortfall", "ss-growth-shortfall", index, ev.t, before, after,
                                      [(index, ev)]), onset=stretch.first)
 
+    def sent_unlimited_since(self, ev) -> bool:
+        """A packet sent since the first one this ACK acknowledges was not app-limited: it
+        filled the stack's own window, or the trace does not mark it (self.limited_pn,
+        judge_step).  RFC 9438 §5.8: "A flow is application-limited if it is currently
+        sending less than what is allowed by the congestion window", and RFC 9002 §7.8 calls
+        the window underutilized only "When bytes in flight is smaller than the congestion
+        window and sending is not pacing limited".  A stack may judge by the acknowledged
+        packets or by its state now (quiche's on_packet_sent sets its flag at each send and
+        clears it when bytes in flight reach cwnd; Linux's tcp_is_cwnd_limited looks back
+        over the window): growth is convicted only where both readings say app-limited.  A
+        mark is the application's word, the window the stack's: a fuzzer marks any send."""
+        return bool(ev.packets) and min(p[0] for p in ev.packets) <= self.limited_pn
+
     def check_ack(self, index, ev, before, after, truth, grew) -> None:
         t, flag = ev.t, self.flag
         acked = ev.acked_bytes
@@ -1076,7 +1098,7 @@ class Checker:
                  f"start t={truth.recovery_start}",
                  lambda: Occurrence("growth-in-recovery", "growth-in-recovery", index, t, before, after,
                                     [(index, ev)]))
-        elif grew > 0 and truth.ack_app_limited and not truth.ambiguous:
+        elif grew > 0 and truth.ack_app_limited and not truth.ambiguous and not self.sent_unlimited_since(ev):
             flag("growth-while-app-limited", index, t,
                  f"cwnd {before.cwnd} -> {after.cwnd} on an ACK of packets sent while app-limited",
                  lambda: Occurrence("growth-while-app-limited", "growth-while-app-limited", index, t, before,

@@ -181,26 +181,32 @@ def fix_replays(trace: Trace, target: Target, profile: Profile, findings: list) 
     as quiche's idle_fix=off would turn the very fix off.  Nothing built: FixReplay("")."""
     wanted = sorted({v for f in findings for v in fixes_claimed(f.status, f.invariant, target.version,
                                                                 profile.known, f.detail)})
-    recipe = target.recipe
-    cc = [f"{key}={value}" for key, value in target.options if key == "cc"]
     out = {}
     for fixed_in in wanted:
-        later = sorted((v for v in recipe.versions if version_key(v) > version_key(fixed_in)), key=version_key)
-        replays = (_replay_on_release(trace, recipe, version, cc) for version in [fixed_in] + later)
+        replays = (replay_on_release(trace, spec) for spec in fix_release_specs(target, fixed_in))
         out[fixed_in] = next((r for r in replays if r is not None), FixReplay(""))
     return out
 
 
-def _replay_on_release(trace: Trace, recipe, version: str, cc: list) -> FixReplay | None:
-    """The trace replayed on recipe@version, or None where that release cannot run here (not
-    built, or not served by the stack's adapter container)."""
+def fix_release_specs(target: Target, fixed_in: str) -> list:
+    """The specs a fix is checked on, in order: `fixed_in`, then each later pinned release, of
+    the same algorithm (fix_replays); those that cannot run here (not built, not served by the
+    stack's adapter container) left out."""
     from .build import is_current
     from .remote import remote_address
-    if remote_address(recipe.name) is None and not is_current(recipe, version):
-        return None
-    spec = f"{recipe.name}@{version}" + (":" + ",".join(cc) if cc else "")
+    recipe = target.recipe
+    cc = [f"{key}={value}" for key, value in target.options if key == "cc"]
+    later = sorted((v for v in recipe.versions if version_key(v) > version_key(fixed_in)), key=version_key)
+    return [f"{recipe.name}@{version}" + (":" + ",".join(cc) if cc else "") for version in [fixed_in] + later
+            if remote_address(recipe.name) is not None or is_current(recipe, version)]
+
+
+def replay_on_release(trace: Trace, spec: str, replayer=None) -> FixReplay | None:
+    """The trace replayed on one fix_release_specs spec, or None where it cannot run.
+    replayer(trace, specs): how to replay (triage passes its crash-probing one)."""
     try:
-        result = replay(trace, [spec], keep_snapshots=False, confirm_fixes=False)
+        result = replayer(trace, [spec]) if replayer else replay(trace, [spec], keep_snapshots=False,
+                                                                 confirm_fixes=False)
     except SetupError:
         return None
     (run,) = result.runs.values()

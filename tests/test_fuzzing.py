@@ -265,6 +265,28 @@ def test_triage_stores_once_and_remembers(tmp_path):
 STRICT_FUTURE_RECOVERY = bytes.fromhex("035200e6017b013403c10796")
 
 
+def test_an_input_the_fix_does_not_cover_is_a_finding_of_its_own(tmp_path):
+    """CI, stop 42: quiche 0.26.0's death spiral (fixed in 0.26.1) and its timer-loss recovery
+    start (0.26.1 and 0.30.0 still show it) are both future-recovery-start on a send in
+    recovery; one folder held whichever came first, and its status ("fixed" or "new") was the
+    campaign's luck.  Triage replays a strict input on the fix's release and keeps the two
+    apart: each is stored, each with its own status."""
+    from ccdiff.encoding import encode
+    from ccdiff.fuzzing.verdicts import verdicts
+    timer_loss, dropped = encode(load_trace(str(ROOT / "fuzz" / "reproducers" / "timer-loss-idle-restart.jsonl")))
+    assert not dropped
+    triage = Triage(tmp_path, QUICHE, QUICHE)
+    keys = {s.signature.key for s in triage.add_input(timer_loss, "afl", "crash-1")}
+    keys |= {s.signature.key for s in triage.add_input(STRICT_FUTURE_RECOVERY, "afl", "crash-2")}
+    unfixed = "future-recovery-start--sent-recovery--not-fixed-by-0.26.1"
+    assert {"future-recovery-start--sent-recovery", unfixed} <= keys
+    found = verdicts(triage)
+    assert found["future-recovery-start--sent-recovery"].kind == "fixed"
+    assert found[unfixed].kind in ("new", "unchecked") and found[unfixed].fails
+    assert "still shown after the fix in 0.26.1" in triage.stored[unfixed].signature.shown
+    assert Triage(tmp_path, QUICHE, QUICHE).stored[unfixed].signature.not_fixed_by == "0.26.1"   # read back
+
+
 def test_a_lenient_finding_is_replaced_by_the_first_strict_input_that_shows_it(tmp_path):
     """The nightly fails on strict findings only: a signature stored first from a lenient
     input (strictify could not repair it) must not hide a strict input of the same
@@ -406,6 +428,10 @@ def test_smoke_campaign_finds_future_recovery_start(engine, tmp_path):
     info = json.loads((folder / "finding.json").read_text())
     assert info["status"] == ("fixed" if info["reachability"] == "strict" else "lenient"), info
     assert info["fails_nightly"] is False
+    # quiche's timer-loss recovery start is the same signature and not what 0.26.1 fixed:
+    # when the campaign meets it, it is a finding of its own, never filed as fixed (CI, stop 42)
+    for other in (tmp_path / QUICHE).glob("*--not-fixed-by-0.26.1"):
+        assert json.loads((other / "finding.json").read_text())["status"] in ("new", "unchecked", "lenient"), other
     assert f"python3 -m ccdiff replay {folder / 'reproducer.jsonl'} --stack {QUICHE}" in result.stdout
     unit = "examples" if engine == "hypothesis" else "executions"     # not "coverage"/"crashes" for Hypothesis
     assert re.search(rf"\] +\d+ s  [1-9]\d* {unit} \(\d+/s\)", result.stderr), result.stderr[-2000:]

@@ -289,6 +289,27 @@ def test_growth_while_app_limited():
     assert check(flow) == set()
 
 
+def test_a_mark_does_not_make_a_full_or_paced_round_trip_app_limited():
+    """RFC 9438 §5.8 "currently sending less than what is allowed by the congestion window":
+    the trace's mark is the application's word, not the window's.  AFL stored both shapes on
+    pristine quiche 0.26.0 as new strict findings (quiche grows: its own flag was cleared)."""
+    def grow(i, ev, before, snap):
+        if ev.kind == ACKED:
+            return with_cwnd(snap, before.cwnd + 100)
+    full = Flow()       # every send marked, the last one fills the oracle's 12,000-byte window
+    flight = full.send(10, app_limited=True)
+    full.wait(RTT).ack(flight)
+    assert "growth-while-app-limited" not in check(full, grow)
+    room = Flow()       # the same nine marked sends leave room: the flow was app-limited
+    flight = room.send(9, app_limited=True)
+    room.wait(RTT).ack(flight)
+    assert "growth-while-app-limited" in check(room, grow)
+    paced = Flow()      # a marked send, then one the application did not limit (paced), before the ACK
+    flight = paced.send(1, app_limited=True) + paced.send(1)
+    paced.wait(RTT).ack(flight[:1])
+    assert "growth-while-app-limited" not in check(paced, grow)
+
+
 def test_ss_and_ca_growth_bounds():
     def double(i, ev, before, snap):
         if ev.kind == ACKED and before is not None and snap.cwnd > before.cwnd:

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..encoding import decode
-from ..replay import replay
+from ..replay import fix_release_specs, replay, replay_on_release
+from ..status import fixes_claimed, followed
 from ..trace import (EVENT_NAMES, Ack, AppData, AppIdle, Lost, PersistentCongestion, Sent, Trace, TraceError,
                      dump_trace, judge_reachability, parse_trace_text, trace_version)
 from ..window_reach import window_overrun
@@ -72,10 +73,21 @@ class Signature:
     stack: str
     invariant: str
     shape: str        # e.g. "ack-recovery"
+    # The fixed_in of the [[known]] fix that claims this finding while its release still shows
+    # it (_not_fixed_by): not the bug that fix fixed, so a finding of its own -- quiche 0.26.0's
+    # death spiral (fixed in 0.26.1) and its timer-loss recovery start (not fixed) are both
+    # future-recovery-start on a send in recovery, and whichever input came first decided
+    # the folder's status (CI, stop 42).
+    not_fixed_by: str = ""
 
     @property
     def key(self) -> str:
-        return f"{self.invariant}--{self.shape}"
+        return f"{self.invariant}--{self.shape}" + (f"--not-fixed-by-{self.not_fixed_by}" if self.not_fixed_by else "")
+
+    @property
+    def shown(self) -> str:
+        """The shape as the terminal says it."""
+        return self.shape + (f"; still shown after the fix in {self.not_fixed_by}" if self.not_fixed_by else "")
 
 
 @dataclass
@@ -129,13 +141,41 @@ def _signatures(result, trace: Trace) -> dict:
     found = {}
     run = next(iter(result.runs.values()))
     kinds = _kinds(trace)
+    fix_replays: dict = {}
     for finding in result.violations:
         index = finding.event_index
         phase = run.snapshots[index].phase if index < len(run.snapshots) else "error"
         kind = kinds[index] if index < len(kinds) else "end"
-        sig = Signature(run.label, finding.invariant, f"{kind}-{phase}")
+        sig = Signature(run.label, finding.invariant, f"{kind}-{phase}", _not_fixed_by(trace, run, finding, fix_replays))
         found.setdefault(sig.key, sig)
     return found
+
+
+def _not_fixed_by(trace: Trace, run, finding, fix_replays: dict) -> str:
+    """The first fixed_in of the [[known]] fixes that claim `finding` (status.fixes_claimed)
+    when every one of them still shows it on its release (replay.fix_release_specs): what
+    status.status_of would not file as fixed.  "" when one fix covers it, when none claims
+    it, and on a lenient trace, whose status is "lenient" whatever a fix does (as replay
+    checks fixes on strict traces only): a lenient finding is upgraded only by a strict
+    input that is what the fix fixed.  fix_replays: spec -> FixReplay, one trace's cache."""
+    if run.target.recipe is None:
+        return ""
+    claimed = fixes_claimed(finding.status, finding.invariant, run.target.version, run.profile.known,
+                            finding.detail)
+    if not claimed or judge_reachability(trace).reachability != "strict":
+        return ""
+    covered = {finding.invariant} | set(followed(finding.detail) if finding.invariant == "trajectory-divergence" else [])
+    for fixed_in in claimed:
+        for spec in fix_release_specs(run.target, fixed_in):
+            if spec not in fix_replays:
+                fix_replays[spec] = replay_on_release(trace, spec, _replay)
+            if fix_replays[spec] is not None:
+                if not fix_replays[spec].shows & covered:
+                    return ""            # this fix covers it: status "fixed"
+                break
+        else:
+            return ""                    # nothing to replay it on: "fixed" (not replayed)
+    return claimed[0]
 
 
 def _repair(events: list) -> list:
@@ -282,7 +322,8 @@ class Triage:
         """The finding stored under `key` (by this or another run), or None."""
         try:
             data = json.loads((self.folder / key / "finding.json").read_text())
-            stored = Stored(Signature(data["stack"], data["invariant"], data["shape"]), self.folder / key,
+            stored = Stored(Signature(data["stack"], data["invariant"], data["shape"], data.get("not_fixed_by", "")),
+                            self.folder / key,
                             data["events"], list(data["found_by"]), data.get("reachability_repair", ""))
         except (OSError, ValueError, KeyError, TypeError):   # half-written by an old version, or not ours
             return None
@@ -530,6 +571,8 @@ class Triage:
         info = {"stack": sig.stack, "spec": self.spec, "invariant": sig.invariant, "shape": sig.shape,
                 "events": stored.events, "found_by": stored.found_by,
                 "replay": self.replay_command(stored)}
+        if sig.not_fixed_by:
+            info["not_fixed_by"] = sig.not_fixed_by
         if self.against:
             info["against"] = self.against
             if sig.key in self.details:

@@ -122,7 +122,7 @@ def summarize(triage, found: dict, new: list) -> int:
         sig = stored.signature
         verdict = found.get(sig.key)
         tag = verdict.label() if verdict else "not judged"
-        print(f"  {sig.invariant} ({sig.shape}), {stored.events} events [{tag}]:\n    {triage.replay_command(stored)}")
+        print(f"  {sig.invariant} ({sig.shown}), {stored.events} events [{tag}]:\n    {triage.replay_command(stored)}")
     return 1 if failing else 0
 
 
