@@ -439,6 +439,12 @@ class Truth:
         self.new_event = False       # ... and it starts a new recovery period
         self.ack_in_recovery = False  # every packet this ACK covers was sent before recovery start
         self.ack_app_limited = False  # every packet outside recovery was sent app-limited
+        # The sender's own state as an ACK arrives (RFC 9002 B.5 IsAppOrFlowControlLimited()):
+        # its last send was marked app-limited, or the application said it is idle.  A stack
+        # may gate growth on it instead of the acknowledged packets' marks (quinn's connection
+        # flag, quiche's): a window that did not grow then falls short of no rule (limited_now).
+        self.last_send_limited = False
+        self.app_idle = False
         self.idle_gap = 0            # on a send after idle: how long the pipe was empty
         # After a spurious loss (an ACK of a packet declared lost) a stack may undo its
         # reduction and end recovery (RFC 9438 §4.9, a MAY) or not: until the next new
@@ -459,6 +465,13 @@ class Truth:
         # new period, neither verdict is given; an ACK is in recovery only if it is in both.
         self.start_by_order = None
         self.order_ambiguous = False  # this event's signal is new in one reading only
+
+    @property
+    def limited_now(self) -> bool:
+        """The acknowledged packets' marks or the sender's state now say app-limited: the
+        shortfall rules (ss-growth-shortfall, ca-off-curve) hold back where either reading
+        excuses a window that did not grow."""
+        return self.ack_app_limited or self.last_send_limited or self.app_idle
 
     def in_recovery(self, packet) -> bool:
         """Sent at or before the recovery start in both readings (by time, by order)."""
@@ -508,7 +521,10 @@ class Truth:
                 self.idle_gap = now - max(self.last_sent_t, self.pipe_emptied_t or 0)
             self.last_sent_t = now
             self.last_sent_pn = ev.packets[-1][0] if ev.packets else self.last_sent_pn
+            self.last_send_limited = bool(ev.packets) and bool(ev.packets[-1][3])
             return
+        if kind == APP_IDLE or kind == APP_DATA:
+            self.app_idle = kind == APP_IDLE
         if ev.bytes_in_flight > 0 and ev.bytes_in_flight_after == 0:
             self.pipe_emptied_t = now
         if kind == LOST:
@@ -586,6 +602,7 @@ class Checker:
         self.stuck_first_t = 0       # the first counted ACK's time
         self.full_window_pn = -1     # the last packet sent with the window full (judge_step)
         self.limited_pn = -1         # the last packet sent full or not app-limited (judge_step)
+        self.own_start_tie = None    # note_own_start
         self.near_floor = near_floor_limit(self.floor, max_datagram_size, bdp_bytes)
         self.recent_acks = deque()   # recent ACKs, for idle-inflation
         self.idle_watch = None
@@ -643,8 +660,30 @@ class Checker:
         for mechanism in self.observers:
             mechanism.observe(index, ev)
         self.judge_step(index, ev, before, after, truth)
+        self.note_own_start(ev, before, after)
         for mechanism in self.observers:
             mechanism.after_step(index, ev, before, after)
+
+    def note_own_start(self, ev, before, after) -> None:
+        """Where the stack set its own recovery start (quiche's CUBIC epoch shares the field:
+        congestion avoidance sets it to now on an ACK): the microsecond, when it was set there
+        by an ACK or a loss (tied_to_own_start), else None."""
+        start = after.recovery_start_us
+        if start is not None and (before is None or start != before.recovery_start_us):
+            self.own_start_tie = start if ev.kind != SENT and start == ev.t else None
+
+    def tied_to_own_start(self, ev) -> bool:
+        """The latest packet this loss covers was sent in the microsecond in which an ACK or a
+        loss before it set the stack's own recovery start.  Sent after that event, it is after
+        the start on any real clock (a stack reads its clock again to send: quiche's
+        Instant::now() in recv and in send); on the trace's microseconds it is at the start,
+        and a stack comparing sent_time <= start calls it part of the period.  The clock cannot
+        place it, so a loss of it is judged in either reading (judge_either_reading), as the
+        timeline's own same-microsecond signals are (Truth._signal).  AFL++ stored it as a new
+        strict missing-reduction on pristine quiche 0.30.0 (its epoch set by an ACK at
+        155,000 us, the packet sent after it in that microsecond lost)."""
+        tie = self.own_start_tie
+        return tie is not None and bool(ev.packets) and max(p[1] for p in ev.packets) == tie
 
     def judge_step(self, index: int, ev, before, after, truth: Truth) -> None:
         t, kind = ev.t, ev.kind
@@ -752,6 +791,7 @@ class Checker:
                                            "events": []}
             group["events"].append((index, ev))
             group["new"] |= truth.new_event
+            group["tied"] = group.get("tied", False) or (kind == LOST and self.tied_to_own_start(ev))
             group["late"] = group.get("late", False) or self.late_entry(truth)
             group["ambiguous"] |= truth.ambiguous
             group["order"] |= truth.order_ambiguous
@@ -762,6 +802,10 @@ class Checker:
                 group["collapsed"] = after
             if kind != ACKED or self.provisional_loss:
                 group["after"] = after
+            elif after.cwnd < group["after"].cwnd:
+                # The ACK of that instant reduced: the period's reduction, made in its
+                # microsecond (close_loss_group)
+                group["ack_after"] = after
             if kind == ACKED:
                 self.close_loss_group()
                 if not ev.spurious:
@@ -809,16 +853,24 @@ class Checker:
 
     def close_loss_group(self) -> None:
         group, self.loss_group = self.loss_group, None
-        if group is not None and group["ambiguous"] and group["order"] and not group["undo"] and not group["pc"]:
+        either = group is not None and not group["undo"] and not group["pc"] and (
+            (group["ambiguous"] and group["order"]) or (group.get("tied") and group["new"] and not group["ambiguous"]))
+        if either:
             self.judge_either_reading(group["index"], group["t"], group["before"], group["after"], group["events"],
                                       group["start"])
-        if group is None or group["ambiguous"] or group["pc"]:
+        if group is None or group["ambiguous"] or group["pc"] or either:
             return   # persistent congestion has its own invariant
         new = group["new"]
-        if not new and group["late"] and group["after"].cwnd < group["before"].cwnd:
+        after = group["after"]
+        if new and after.cwnd >= group["before"].cwnd and "ack_after" in group:
+            # The loss left the window as it was and the ACK closing the group, in the same
+            # microsecond, reduced it (picoquic filters an isolated loss in slow start and
+            # reacts to that ACK's CE count): one reduction in the period's first microsecond,
+            # whichever signal the stack took for it -- no missing-reduction; its depth is judged.
+            after = group["ack_after"]
+        if not new and group["late"] and after.cwnd < group["before"].cwnd:
             new = self.late_entered = True
-        self.judge_reduction(group["index"], group["t"], group["before"], group["after"], new,
-                             group["events"])
+        self.judge_reduction(group["index"], group["t"], group["before"], after, new, group["events"])
 
     def judge_either_reading(self, index, t, before, after, events, recovery_start) -> None:
         """A congestion signal that is a new period by packet order and not by send time, or
@@ -946,7 +998,7 @@ class Checker:
         # runs at every ACK)
         curve = after[5:8]
         if (after[3] != CONGESTION_AVOIDANCE or before[3] != CONGESTION_AVOIDANCE or None in curve
-                or before[5:8] != curve or grew < 0 or truth.ack_in_recovery or truth.ack_app_limited
+                or before[5:8] != curve or grew < 0 or truth.ack_in_recovery or truth.limited_now
                 or truth.ambiguous or not before.cwnd > 0):
             self.stretch = None
             return
@@ -1045,7 +1097,7 @@ class Checker:
                                                        CSS_MAX_RTT_THRESH_US):
                 self.css_possible = True   # RFC 9406 §4.2: the necessary RTT rise, in some round
         if (not in_slow_start(before) or not in_slow_start(after) or grew < 0 or truth.signal
-                or truth.ack_in_recovery or truth.ack_app_limited or truth.ambiguous):
+                or truth.ack_in_recovery or truth.limited_now or truth.ambiguous):
             self.ss_stretch = None
             return
         stretch = self.ss_stretch

@@ -83,7 +83,7 @@ class Cubic(Controller):
 
     # -- idle (§4.2) ----------------------------------------------------------
     def on_sent(self, ev) -> None:
-        self.last_sent_app_limited = ev.app_limited
+        self.note_sent(ev)
         now = ev.t
         if ev.bytes_in_flight == 0 and self.last_sent_t is not None:
             if self.idle == "correct":

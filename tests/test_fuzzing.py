@@ -868,6 +868,26 @@ def test_a_loss_in_a_recovery_period_the_stack_undid_is_its_first_there():
     assert cwnd[9:] == [6615, 6615, 9450, 6615]        # reduced, rolled back, reduced by beta again
 
 
+def test_a_loss_of_a_packet_sent_in_the_microsecond_the_stack_set_its_start_is_judged_either_way():
+    """AFL++ stored a new strict missing-reduction on pristine quiche 0.30.0: an ACK starts its
+    CUBIC epoch (its recovery start), a packet sent after that ACK in the same microsecond is
+    lost, and quiche, comparing sent_time <= start, calls it part of the period.  On a real
+    clock the send comes after (quiche reads Instant::now() again to send): with those sends
+    1 us later quiche reduces.  The trace's clock cannot place the packet: no verdict either way."""
+    from ccdiff.trace import Sent
+    trace = load_trace(str(ROOT / "fuzz" / "reproducers" / "quiche-epoch-tie-same-microsecond.jsonl"))
+    assert trace.reachability == "strict"
+    result = replay(trace, ["quiche@0.30.0"])
+    assert result.violations == []
+    run = result.runs["quiche@0.30.0"]
+    assert run.snapshots[-2].recovery_start_us == trace.events[-1].t - 10_000 == trace.events[-7].t
+    assert run.snapshots[-1].cwnd == run.snapshots[-2].cwnd             # quiche kept its window
+    later = [e._replace(t=e.t + 1) if isinstance(e, Sent) and e.t == 155_000 else e for e in trace.events]
+    shifted = replay(type(trace)(trace.header, later, trace.source), ["quiche@0.30.0"])
+    cwnd = [s.cwnd for s in shifted.runs["quiche@0.30.0"].snapshots[-2:]]
+    assert cwnd[1] < cwnd[0] and not shifted.violations                # on a later clock it reduces
+
+
 def test_picoquic_idle_uses_w_cubic_uncapped():
     """Pins a picoquic bug found by fuzzing under the reachability rules (fails once fixed):
     a strict trace, the application's idle period declared.  After 17 s idle the first ACK in

@@ -310,6 +310,22 @@ def test_a_mark_does_not_make_a_full_or_paced_round_trip_app_limited():
     assert "growth-while-app-limited" not in check(paced, grow)
 
 
+def test_a_stack_that_reads_app_limited_now_is_not_short_of_growth():
+    """RFC 9002 B.5 asks IsAppOrFlowControlLimited() as an ACK arrives: a stack that gates growth
+    on its state now (quinn's connection flag: its last poll_transmit ran out of data) keeps its
+    window on an ACK of unmarked packets when its last send was app-limited.  AFL++ stored that
+    as a new strict ss-growth-shortfall on pristine quinn."""
+    def keep(i, ev, before, snap):
+        if ev.kind == ACKED:
+            return with_cwnd(snap, before.cwnd)
+    def flow(last_marked: bool) -> Flow:
+        f = Flow()
+        flight = f.send(9) + f.send(1, app_limited=last_marked)
+        return f.wait(RTT).ack(flight[:7])
+    assert "ss-growth-shortfall" not in check(flow(True), keep)
+    assert "ss-growth-shortfall" in check(flow(False), keep)
+
+
 def test_ss_and_ca_growth_bounds():
     def double(i, ev, before, snap):
         if ev.kind == ACKED and before is not None and snap.cwnd > before.cwnd:

@@ -529,6 +529,46 @@ def test_quinns_k_after_fast_convergence_is_an_explained_deviation_on_the_exampl
     assert finding.status == "deviation" and finding.explained_by == ("k-from-w-max",)
 
 
+def test_quinn_ignores_ce_on_a_reordered_ack_frame_only():
+    """AFL++ stored a CE count on a gap-fill ACK (9 after 13) as a new strict missing-reduction
+    on pristine quinn: quinn examines ECN counts only on a frame with a new largest
+    (mod.rs:1563-1572, its comment the intent).  The mechanism excuses that frame; the same CE
+    count on the frame with the new largest is still judged, and the acks-before-losses window
+    left larger than before stays a violation."""
+    ensure_built("quinn")
+    trace = load_trace(str(project_root() / "fuzz" / "reproducers" / "quinn-ecn-on-reordered-ack.jsonl"))
+    assert trace.reachability == "strict"
+    (finding,) = replay(trace, ["quinn"]).findings
+    assert (finding.invariant, finding.status, finding.explained_by) == (
+        "missing-reduction", "deviation", ("ecn-only-on-new-largest",))
+    swapped = [trace.events[0], trace.events[1], trace.events[2]._replace(ecn_ce=True), trace.events[3]._replace(ecn_ce=False)]
+    result = replay(type(trace)(trace.header, swapped, trace.source), ["quinn"])
+    assert not [f for f in result.findings if f.invariant == "missing-reduction"]    # CE on the new largest: reduces
+    big = parse_trace_text("\n".join(['{"ccdiff_trace": 1, "max_datagram_size": 1200}'] + [
+        f'{{"t": 0, "ev": "sent", "pn": {pn}, "bytes": 1200}}' for pn in range(5)] + [
+        '{"t": 10000, "ev": "ack", "pns": [[0, 4]], "ecn_ce": true}']))
+    (kept,) = [f for f in replay(big, ["quinn"]).findings if f.invariant == "missing-reduction"]
+    assert kept.status == "violation"      # 12,000 + 6,000 then x 0.7: 12,600, larger than before
+
+
+def test_picoquic_keeps_its_window_for_sends_in_the_microsecond_of_an_app_limited_one():
+    """The other side of app-limited-by-timestamp: AFL++ stored the ACK of ten cwnd-limited
+    packets, sent in the microsecond of two app-limited ones, as a new strict
+    ss-growth-shortfall on pristine picoquic.  Its rule (growth only for a packet sent strictly
+    after the last limited instant) kept the window; sent 1 us later, they grow it."""
+    from ccdiff.trace import Sent
+    ensure_built("picoquic")
+    trace = load_trace(str(project_root() / "fuzz" / "reproducers" / "picoquic-app-limited-same-microsecond.jsonl"))
+    assert trace.reachability == "strict"
+    (finding,) = replay(trace, ["picoquic"]).findings
+    assert (finding.invariant, finding.status, finding.explained_by) == (
+        "ss-growth-shortfall", "deviation", ("app-limited-by-timestamp",))
+    later = [e._replace(t=1) if isinstance(e, Sent) and not e.app_limited else e for e in trace.events]
+    result = replay(type(trace)(trace.header, later, trace.source), ["picoquic"])
+    cwnd = [s.cwnd for s in result.runs["picoquic"].snapshots[-2:]]
+    assert cwnd[1] > cwnd[0] and not result.findings
+
+
 def _w_max_occurrence(before_cwnd, w_max, acked=0):
     occ = _occurrence(_snap(before_cwnd), _snap(int(0.7 * before_cwnd), int(0.7 * before_cwnd), w_max), acked)
     occ.invariant = occ.cause = "w-max-mismatch"

@@ -171,6 +171,23 @@ def test_app_limited_ack_does_not_grow_rfc9002_7_8():
     assert flow.last().cwnd == 12000
 
 
+def test_app_limited_is_the_sender_s_state_as_the_ack_arrives_rfc9002_b5():
+    """RFC 9002 B.5 asks IsAppOrFlowControlLimited() on each acknowledged packet: the state
+    now, not the packet's mark; and RFC 9438 §5.8 calls a flow application-limited when it is
+    "currently sending less than what is allowed by the congestion window"."""
+    full = Flow()          # every send marked, the tenth fills the 12,000-byte window
+    full.round_trip(10, RTT, app_limited=True)
+    assert full.last().cwnd == 24000
+    paced = Flow()         # marked sends with room, then one the application did not limit
+    flight = paced.send(3, app_limited=True) + paced.send(1)
+    paced.wait(RTT).ack(flight[:3])
+    assert paced.last().cwnd == 12000 + 3 * MDS
+    idle = Flow()          # unmarked sends, then the last one marked: limited now
+    flight = idle.send(3) + idle.send(1, app_limited=True)
+    idle.wait(RTT).ack(flight[:3])
+    assert idle.last().cwnd == 12000
+
+
 def test_idle_shifts_epoch_by_the_gap_and_never_past_now_rfc9438_4_2():
     """RFC 9438 §4.2: t excludes idle; idle runs from the last ACK, not the last send."""
     flow = flow_in_avoidance(40)

@@ -265,9 +265,12 @@ class PicoquicAppLimitedByTimestamp(Mechanism):
     send, the scheduler finding no data, and after every incoming packet while the last
     send was app-limited: sender.c:1426, 3307-3316).  An ACK whose packets the trace marks
     app-limited still grows the window when a packet sent after that instant was already
-    acknowledged.  Explained only where that rule, replayed from the events, lets it grow."""
+    acknowledged.  Explained only where that rule, replayed from the events, lets it grow --
+    and, the other side of it, a slow start that fell short (ss-growth-shortfall) only on an
+    ACK the rule kept from growing: packets the trace marks cwnd-limited, sent in the
+    microsecond of an app-limited one (fuzzed on pristine picoquic, 2026-11-29)."""
     name = "picoquic-app-limited-by-timestamp"
-    invariants = frozenset({"growth-while-app-limited"})
+    invariants = frozenset({"growth-while-app-limited", "ss-growth-shortfall"})
     rule = "picoquic/cubic.c:261, 287; picoquic/newreno.c:230; picoquic/frames.c:3638; picoquic/sender.c:1426, 3307-3316 (1.1.53.0)"
     families = ("cubic", "reno")
 
@@ -295,4 +298,7 @@ class PicoquicAppLimitedByTimestamp(Mechanism):
                 self.limited = ev.t
 
     def explains(self, occ: Occurrence) -> bool:
-        return dict(self.grows).get(occ.index, False)
+        grows = dict(self.grows).get(occ.index)
+        if occ.invariant == "ss-growth-shortfall":
+            return grows is False
+        return bool(grows)

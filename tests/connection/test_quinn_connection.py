@@ -46,3 +46,16 @@ def test_quinn_reno_and_bad_options():
     assert run_connection(SMALL, "quinn-reno", 2).status == "pass"
     with pytest.raises(SetupError, match="unknown option \"bogus\""):
         run_connection(SMALL, "quinn:bogus=1", 1)
+
+
+def test_on_death_spiral_the_quinn_adapter_reproduces_its_own_connection_exactly(tmp_path):
+    """The quinn shim's own records make the import exact: the datagram size quinn's
+    controllers count with (recovery:parameters_set: the path's 1,350 bytes, not the 1,200
+    quinn's first window suggests; 0.2% exact without it), its app-limited flag where each
+    send loop ends, and its key discards -- every settled point of the adapter's window is
+    the one quinn logged (docs/connection-mode.md, 2026-11-29)."""
+    from ccdiff.fidelity import fidelity
+    qlog = tmp_path / "own.qlog"
+    assert run_connection(DEATH, "quinn", 0, qlog=str(qlog)).status == "pass"
+    cwnd = fidelity(str(qlog), "quinn", keep_series=False)["metrics"]["cwnd"]
+    assert cwnd["compared"] > 50 and cwnd["agreement"] == 1.0, cwnd

@@ -178,6 +178,17 @@ fn qlog_time(since_start_us: u64) -> f32 {
     Duration::from_micros(since_start_us).as_secs_f32() * 1000.0
 }
 
+/// One record of the shim's own in quinn's qlog (JSON-SEQ), marked `written_by` so the import
+/// tells it from quinn's (qlog_dialects): `fields`, the data object's own members as JSON;
+/// `read_from`, where in quinn the value was read.  A write error is kept by QlogFile and
+/// fails the call (its check at the call's end).
+fn shim_record(q: &mut QlogFile, time: &str, name: &str, fields: &str, read_from: Option<&str>) {
+    let read = read_from.map(|r| format!(",\"read_from\":\"{r}\"")).unwrap_or_default();
+    let record = format!("\x1e{{\"time\":{time},\"name\":\"{name}\",\"data\":{{{fields},\
+                          \"written_by\":\"ccdiff connection shim\"{read}}}}}\n");
+    let _ = q.write_all(record.as_bytes());
+}
+
 fn dur_us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(UNKNOWN - 1)
 }
@@ -645,10 +656,8 @@ impl Shim {
     /// window is 12,000 whatever the size, so the first window does not tell it.
     fn qlog_parameters(&mut self, mds: u16) {
         if let Some(q) = self.qlog.as_mut() {
-            let record = format!(
-                "\x1e{{\"time\":0.0,\"name\":\"recovery:parameters_set\",\"data\":{{\"max_datagram_size\":{mds},\
-                 \"initial_rtt\":333,\"written_by\":\"ccdiff connection shim\"}}}}\n");
-            let _ = q.write_all(record.as_bytes());
+            shim_record(q, "0.0", "recovery:parameters_set", &format!("\"max_datagram_size\":{mds},\"initial_rtt\":333"),
+                        None);
         }
     }
 
@@ -763,12 +772,8 @@ impl Shim {
         self.loop_sent = false;
         self.marked = Some(value);
         let t = qlog_time(now_us.saturating_sub(self.qlog_start_us));
-        let record = format!(
-            "\x1e{{\"time\":{t},\"name\":\"ccdiff:app_limited\",\"data\":{{\"app_limited\":{value},\
-             \"written_by\":\"ccdiff connection shim\",\
-             \"read_from\":\"quinn-proto Connection.app_limited (src/connection/mod.rs:947)\"}}}}\n");
-        // A write error is kept by QlogFile and fails the call (check at its end).
-        let _ = q.write_all(record.as_bytes());
+        shim_record(q, &t.to_string(), "ccdiff:app_limited", &format!("\"app_limited\":{value}"),
+                    Some("quinn-proto Connection.app_limited (src/connection/mod.rs:947)"));
     }
 
     /// quinn drops a space's keys and with them its packets in flight, without a congestion
@@ -783,11 +788,8 @@ impl Shim {
         for (space, name) in ["initial", "handshake"].iter().enumerate() {
             if self.had_keys[space] && !now[space] {
                 let t = qlog_time(self.clock.now_us().saturating_sub(self.qlog_start_us));
-                let record = format!(
-                    "\x1e{{\"time\":{t},\"name\":\"ccdiff:keys_discarded\",\"data\":{{\"space\":\"{name}\",\
-                     \"written_by\":\"ccdiff connection shim\",\
-                     \"read_from\":\"quinn-proto PacketSpace.crypto (src/connection/mod.rs:2210-2228)\"}}}}\n");
-                let _ = q.write_all(record.as_bytes());
+                shim_record(q, &t.to_string(), "ccdiff:keys_discarded", &format!("\"space\":\"{name}\""),
+                            Some("quinn-proto PacketSpace.crypto (src/connection/mod.rs:2210-2228)"));
             }
         }
         self.had_keys = now;
