@@ -261,9 +261,12 @@ def unusable_build(recipe: StackRecipe, version: str) -> str | None:
 
 
 def _git(folder: Path, *args: str) -> str | None:
-    """A git command's output in `folder`, stripped; None where git fails or is absent."""
+    """A git command's output in `folder`, stripped; None where git fails or is absent.
+    --no-optional-locks: `git status` would otherwise refresh the user's index under
+    index.lock, and a run killed then leaves the lock behind (a test left one in this
+    checkout); ccdiff only reads a checkout."""
     try:
-        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(["git", "--no-optional-locks", "-C", str(folder), *args], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None

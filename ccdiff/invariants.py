@@ -802,9 +802,9 @@ class Checker:
                 group["collapsed"] = after
             if kind != ACKED or self.provisional_loss:
                 group["after"] = after
-            elif after.cwnd < group["after"].cwnd:
-                # The ACK of that instant reduced: the period's reduction, made in its
-                # microsecond (close_loss_group)
+            elif ev.ecn_ce and after.cwnd < group["after"].cwnd:
+                # The ACK of that instant carries a CE count of its own and the stack reduced
+                # on it: the period's one reduction, in its microsecond (close_loss_group)
                 group["ack_after"] = after
             if kind == ACKED:
                 self.close_loss_group()
@@ -864,9 +864,10 @@ class Checker:
         after = group["after"]
         if new and after.cwnd >= group["before"].cwnd and "ack_after" in group:
             # The loss left the window as it was and the ACK closing the group, in the same
-            # microsecond, reduced it (picoquic filters an isolated loss in slow start and
-            # reacts to that ACK's CE count): one reduction in the period's first microsecond,
+            # microsecond, reduced it on its own CE count (picoquic filters an isolated loss in
+            # slow start and reacts to the CE): one reduction in the period's first microsecond,
             # whichever signal the stack took for it -- no missing-reduction; its depth is judged.
+            # (Without a CE count, a stack whose loss snapshot is final must reduce there.)
             after = group["ack_after"]
         if not new and group["late"] and after.cwnd < group["before"].cwnd:
             new = self.late_entered = True

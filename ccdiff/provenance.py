@@ -167,7 +167,7 @@ def _git(root: Path, *args: str) -> str:
     """git's stdout, stripped; '' when git or the checkout is not there."""
     import subprocess
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+        done = subprocess.run(["git", "--no-optional-locks", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""

@@ -50,7 +50,7 @@ class Controller:
         self.recovery_start = None
         self.in_recovery = False
         self.last_sent_app_limited = False
-        self.last_sent_underused = False   # note_sent
+        self.limited_pn = -1           # the last packet sent cwnd-limited (note_sent)
         self.app_idle = False          # format 2: the application said it has no data
         self.smoothed_rtt = initial_rtt_us
 
@@ -80,18 +80,13 @@ class Controller:
         """RFC 9002 §7.8: "When bytes in flight is smaller than the congestion window and
         sending is not pacing limited, the congestion window is underutilized"; RFC 9438 §5.8:
         application-limited is "currently sending less than what is allowed by the congestion
-        window".  A send marked app-limited that fills the window (bytes in flight after it
-        reach cwnd) was not sending less than allowed."""
+        window".  A send the trace does not mark app-limited, or one that fills the window
+        (bytes in flight after it reach cwnd), was not sending less than allowed: the packets
+        sent up to it are acknowledged as cwnd-limited (Linux's tcp_is_cwnd_limited looks back
+        over the window the same way), whatever their own marks."""
         self.last_sent_app_limited = ev.app_limited
-        self.last_sent_underused = ev.app_limited and ev.bytes_in_flight_after < self.cwnd
-
-    def app_limited_now(self, ev) -> bool:
-        """RFC 9002 B.5 asks IsAppOrFlowControlLimited() when a packet is acknowledged: the
-        sender's state now, not the acknowledged packet's mark -- the last send left the
-        window unfilled for want of data, or the application said it has none, and the
-        window is not full as the ACK arrives (quiche's flag, quinn's app_limited argument,
-        Linux's tcp_is_cwnd_limited all ask the same of the present)."""
-        return (self.app_idle or self.last_sent_underused) and ev.bytes_in_flight < self.cwnd
+        if not ev.app_limited or ev.bytes_in_flight_after >= self.cwnd:
+            self.limited_pn = max(self.limited_pn, max(p[0] for p in ev.packets))
 
     def on_lost(self, ev) -> None:
         # RFC 9002 B.8 OnPacketsLost: one congestion event, timed by the newest lost packet.
@@ -103,14 +98,13 @@ class Controller:
             self.congestion_event(ev.t, ev.packets[-1][1])
         in_avoidance = 0
         largest_sent_t = max(ev.packets)[1] if ev.packets else None
-        limited = self.app_limited and self.app_limited_now(ev)
         for packet in ev.packets:
             sent_t = largest_sent_t if self.recovery_by_largest else packet[1]
             if self.in_congestion_recovery(sent_t):
                 continue                               # §7.3.2: no growth during recovery
             self.in_recovery = False                   # §7.3.2: a post-recovery packet was acked
-            if limited:
-                continue                               # §7.8, B.5: no growth when app-limited
+            if self.app_limited and packet[3] and packet[0] > self.limited_pn:
+                continue                               # §7.8: no growth when app-limited
             if self.cwnd < self.ssthresh:
                 self.cwnd += packet[2]                 # §7.3.1 slow start
             elif self.per_ack:

@@ -272,7 +272,7 @@ def run_case(argv: list, cwd: Path, seconds: int = CASE_SECONDS):
 
 
 def worktree_state() -> str:
-    return subprocess.run(["git", "status", "--porcelain", "--ignored=no"], cwd=ROOT, capture_output=True,
+    return subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--ignored=no"], cwd=ROOT, capture_output=True,
                           text=True, check=True).stdout
 
 

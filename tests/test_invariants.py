@@ -687,3 +687,22 @@ def test_slow_start_growth_may_use_what_a_byte_counter_carried(tmp_path):
     assert cwnd[-1] - cwnd[0] <= 60 * 1128 and any(b - a == 1200 for a, b in zip(cwnd, cwnd[1:]))
     (reno,) = [f for f in result.violations if f.stack == "quiche-reno@0.30.0"]
     assert reno.event_index == 10     # the first ACK: nothing carried yet, 1,200 grown for 1,128
+
+
+def test_a_reduction_on_the_ce_count_of_the_loss_s_microsecond_is_the_period_s_one():
+    """AFL++ stored a new strict missing-reduction on pristine picoquic: its loss-rate filter
+    left a loss alone, and the ACK of the same microsecond, carrying a CE count, reduced the
+    window (16,544 -> 12,666).  One reduction in the period's first microsecond, on either
+    signal, is what RFC 9002 §7.3.2 asks; without the CE count the loss snapshot is final."""
+    from pathlib import Path
+    from ccdiff.trace import load_trace
+    path = Path(__file__).resolve().parent.parent / "fuzz" / "reproducers" / "picoquic-filtered-loss-then-ce.jsonl"
+    trace = load_trace(str(path))
+    assert trace.reachability == "strict"
+    result = replay(trace, ["picoquic"])
+    assert "missing-reduction" not in {f.invariant for f in result.findings}
+    cwnd = [s.cwnd for s in result.runs["picoquic"].snapshots]
+    assert cwnd[-3] == cwnd[-2] > cwnd[-1]              # the loss kept it, the CE-marked ACK cut it
+    no_ce = [e._replace(ecn_ce=False) if i == len(trace.events) - 1 else e for i, e in enumerate(trace.events)]
+    kept = replay(type(trace)(trace.header, no_ce, trace.source), ["picoquic"])
+    assert "missing-reduction" in {f.invariant for f in kept.findings}

@@ -171,10 +171,12 @@ def test_app_limited_ack_does_not_grow_rfc9002_7_8():
     assert flow.last().cwnd == 12000
 
 
-def test_app_limited_is_the_sender_s_state_as_the_ack_arrives_rfc9002_b5():
-    """RFC 9002 B.5 asks IsAppOrFlowControlLimited() on each acknowledged packet: the state
-    now, not the packet's mark; and RFC 9438 §5.8 calls a flow application-limited when it is
-    "currently sending less than what is allowed by the congestion window"."""
+def test_a_later_cwnd_limited_send_makes_the_round_trip_cwnd_limited_rfc9438_5_8():
+    """RFC 9438 §5.8 calls a flow application-limited when it is "currently sending less than
+    what is allowed by the congestion window", RFC 9002 §7.8 the window underutilized "When
+    bytes in flight is smaller than the congestion window": a send that fills the window, or
+    one the trace does not mark, makes every packet sent up to it cwnd-limited, whatever its
+    mark (Linux's tcp_is_cwnd_limited looks back the same way).  Its own marks decide the rest."""
     full = Flow()          # every send marked, the tenth fills the 12,000-byte window
     full.round_trip(10, RTT, app_limited=True)
     assert full.last().cwnd == 24000
@@ -182,10 +184,10 @@ def test_app_limited_is_the_sender_s_state_as_the_ack_arrives_rfc9002_b5():
     flight = paced.send(3, app_limited=True) + paced.send(1)
     paced.wait(RTT).ack(flight[:3])
     assert paced.last().cwnd == 12000 + 3 * MDS
-    idle = Flow()          # unmarked sends, then the last one marked: limited now
-    flight = idle.send(3) + idle.send(1, app_limited=True)
-    idle.wait(RTT).ack(flight[:3])
-    assert idle.last().cwnd == 12000
+    tail = Flow()          # unmarked sends, then a marked one: the unmarked ones still grow it
+    flight = tail.send(3) + tail.send(1, app_limited=True)
+    tail.wait(RTT).ack(flight)
+    assert tail.last().cwnd == 12000 + 3 * MDS
 
 
 def test_idle_shifts_epoch_by_the_gap_and_never_past_now_rfc9438_4_2():
