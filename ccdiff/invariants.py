@@ -588,6 +588,9 @@ class Checker:
         self.observers = list({id(m): m for pairs in self.mechanisms.values() for _, m in pairs}.values())
         self.explained: dict[str, Finding] = {}
         self.first_explained: dict[str, int] = {}   # deviation id -> its mechanism's first occurrence
+        # {invariant: {event: (t_us, detail)}} of every occurrence, where a caller sets it to {}
+        # (connection/confirm.own_window); findings keep the first occurrence and a count.
+        self.occurrences: dict | None = None
         self.mds = max_datagram_size
         self.min_window = 2 * max_datagram_size                  # RFC 9002 §7.2
         self.floor = max(min_window_datagrams, 2) * max_datagram_size  # the stack's own floor
@@ -638,6 +641,8 @@ class Checker:
     def flag(self, invariant: str, index: int, t: int, detail: str, occurrence=None, onset=None) -> None:
         """One occurrence.  occurrence: a callable returning its Occurrence, for invariants a
         mechanism-checked deviation may explain (called only when one is configured)."""
+        if self.occurrences is not None:
+            self.occurrences.setdefault(invariant, {}).setdefault(index, (t, detail))
         findings, explained_by = self.findings, ()
         pairs = self.mechanisms.get(invariant)
         if pairs and occurrence is not None:

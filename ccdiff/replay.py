@@ -173,37 +173,37 @@ def replay(trace: Trace, specs: list, check: bool = True, keep_snapshots: bool =
     return ReplayResult(trace, visible, findings, first_difference)
 
 
-def fix_replays(trace: Trace, target: Target, profile: Profile, findings: list) -> dict:
+def fix_replays(trace: Trace, target: Target, profile: Profile, findings: list, replayer=None) -> dict:
     """fixed_in -> FixReplay for each [[known]] fix that would file one of these findings as
     fixed (status.fixes_claimed): the trace replayed on that release, or on the first pinned
     release after it that is built (`make run` builds the pinned ones: quiche 0.30.0 stands
     for 0.26.1), in its default configuration of the same algorithm -- a tuning option such
-    as quiche's idle_fix=off would turn the very fix off.  Nothing built: FixReplay("")."""
+    as quiche's idle_fix=off would turn the very fix off.  Nothing built: FixReplay("").
+    replayer(trace, specs): how to replay (_replay_on_release; triage's probes crashes)."""
     wanted = sorted({v for f in findings for v in fixes_claimed(f.status, f.invariant, target.version,
                                                                 profile.known, f.detail)})
     out = {}
     for fixed_in in wanted:
-        replays = (replay_on_release(trace, spec) for spec in fix_release_specs(target, fixed_in))
+        replays = (_replay_on_release(trace, spec, replayer) for spec in _release_specs(target, fixed_in))
         out[fixed_in] = next((r for r in replays if r is not None), FixReplay(""))
     return out
 
 
-def fix_release_specs(target: Target, fixed_in: str) -> list:
-    """The specs a fix is checked on, in order: `fixed_in`, then each later pinned release, of
-    the same algorithm (fix_replays); those that cannot run here (not built, not served by the
-    stack's adapter container) left out."""
+def _release_specs(target: Target, fixed_in: str):
+    """The specs a fix is checked on, in order, as they are asked for (fix_replays stops at
+    the first that runs): `fixed_in`, then each later pinned release, of the same algorithm;
+    those that cannot run here (not built, not served by the stack's adapter container) left out."""
     from .build import is_current
     from .remote import remote_address
     recipe = target.recipe
     cc = [f"{key}={value}" for key, value in target.options if key == "cc"]
     later = sorted((v for v in recipe.versions if version_key(v) > version_key(fixed_in)), key=version_key)
-    return [f"{recipe.name}@{version}" + (":" + ",".join(cc) if cc else "") for version in [fixed_in] + later
-            if remote_address(recipe.name) is not None or is_current(recipe, version)]
+    return (f"{recipe.name}@{version}" + (":" + ",".join(cc) if cc else "") for version in [fixed_in] + later
+            if remote_address(recipe.name) is not None or is_current(recipe, version))
 
 
-def replay_on_release(trace: Trace, spec: str, replayer=None) -> FixReplay | None:
-    """The trace replayed on one fix_release_specs spec, or None where it cannot run.
-    replayer(trace, specs): how to replay (triage passes its crash-probing one)."""
+def _replay_on_release(trace: Trace, spec: str, replayer=None) -> FixReplay | None:
+    """The trace replayed on one _release_specs spec, or None where it cannot run."""
     try:
         result = replayer(trace, [spec]) if replayer else replay(trace, [spec], keep_snapshots=False,
                                                                  confirm_fixes=False)

@@ -129,13 +129,19 @@ def followed(detail: str) -> list:
     return [name.strip() for name in match.group(1).split(",")] if match else []
 
 
+def covered(invariant: str, detail: str = "") -> set:
+    """The invariants a finding stands for: itself, and for a trajectory divergence the ones it
+    follows (profiles.judge), whose [[known]] entries and fixes cover it too."""
+    return {invariant} | set(followed(detail) if invariant == "trajectory-divergence" else [])
+
+
 def fixes_claimed(finding_status: str, invariant: str, version: str, known: list, detail: str = "") -> list:
     """The `fixed_in` releases of the [[known]] entries that would file this finding as fixed
     (replay.fix_replays replays the trace on one of them before status_of says so)."""
     if finding_status == "deviation":
         return []
-    covered = {invariant} | set(followed(detail) if invariant == "trajectory-divergence" else [])
-    return [entry["fixed_in"] for entry in known if entry.get("fixed_in") and covered & set(entry["invariants"])
+    shown = covered(invariant, detail)
+    return [entry["fixed_in"] for entry in known if entry.get("fixed_in") and shown & set(entry["invariants"])
             and affects(entry.get("affects", "all"), version)]
 
 
@@ -152,17 +158,17 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
     a version bound alone filed quiche 0.26.0's timer-loss recovery start, which 0.26.1 and
     0.30.0 still show, as "fixed upstream in 0.26.1".  None: not replayed (no note)."""
     follows = followed(detail) if invariant == "trajectory-divergence" else []
-    covered = {invariant} | set(follows)
+    shown = covered(invariant, detail)
     if finding_status == "deviation":
         return Status("deviation", DEVIATION)
     if reachability == "lenient":
         return Status("lenient", LENIENT)
     still = ""
     for entry in known:
-        if covered & set(entry["invariants"]) and affects(entry.get("affects", "all"), version):
+        if shown & set(entry["invariants"]) and affects(entry.get("affects", "all"), version):
             if entry.get("fixed_in"):
                 replayed = (fix_replays or {}).get(entry["fixed_in"])
-                if replayed is not None and replayed.shows & covered:
+                if replayed is not None and replayed.shows & shown:
                     still = still or STILL_SHOWN.format(label=replayed.label, id=entry["id"])
                     continue                       # not what that fix fixed
                 text = f"fixed upstream in {entry['fixed_in']}"

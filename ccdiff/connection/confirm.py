@@ -117,13 +117,7 @@ def own_window(trace: QlogTrace, run, logged: list) -> tuple:
     checker = Checker(run.label, header.max_datagram_size, run.target.family, run.profile.min_window_datagrams,
                       bool(run.target.recipe and run.target.recipe.loss_applied_with_ack),
                       **run.profile.checker_options(run.target.options))
-    occurrences: dict = {}
-    rule = checker.flag
-
-    def flag(invariant, index, t, detail, occurrence=None, onset=None):
-        occurrences.setdefault(invariant, {}).setdefault(index, (t, detail))
-        rule(invariant, index, t, detail, occurrence, onset)
-    checker.flag = flag             # every occurrence, not only the first (Checker.flag keeps those)
+    checker.occurrences = {}        # every occurrence, not only the first (Checker.flag keeps those)
     truth = Truth(ecn=run.profile.ecn)
     state: dict = {}
     before = None
@@ -140,7 +134,7 @@ def own_window(trace: QlogTrace, run, logged: list) -> tuple:
                                  bytes_in_flight=state.get("bytes_in_flight", snap.bytes_in_flight))
         checker.check(index, ev, before, snap, truth)
         before = snap
-    return {f.invariant: f for f in checker.finish()}, occurrences
+    return {f.invariant: f for f in checker.finish()}, checker.occurrences
 
 
 def case_own_events(judged: dict) -> dict:

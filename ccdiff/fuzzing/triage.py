@@ -39,8 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..encoding import decode
-from ..replay import fix_release_specs, replay, replay_on_release
-from ..status import fixes_claimed, followed
+from ..replay import fix_replays, replay
+from ..status import covered, fixes_claimed
 from ..trace import (EVENT_NAMES, Ack, AppData, AppIdle, Lost, PersistentCongestion, Sent, Trace, TraceError,
                      dump_trace, judge_reachability, parse_trace_text, trace_version)
 from ..window_reach import window_overrun
@@ -141,41 +141,32 @@ def _signatures(result, trace: Trace) -> dict:
     found = {}
     run = next(iter(result.runs.values()))
     kinds = _kinds(trace)
-    fix_replays: dict = {}
+    fixes = None
     for finding in result.violations:
         index = finding.event_index
         phase = run.snapshots[index].phase if index < len(run.snapshots) else "error"
         kind = kinds[index] if index < len(kinds) else "end"
-        sig = Signature(run.label, finding.invariant, f"{kind}-{phase}", _not_fixed_by(trace, run, finding, fix_replays))
+        claimed = fixes_claimed(finding.status, finding.invariant, run.target.version, run.profile.known,
+                                finding.detail) if run.target.recipe is not None else []
+        if claimed and fixes is None:
+            # The fix releases replayed once per trace, for all its findings; a lenient trace's
+            # status is "lenient" whatever a fix does (replay checks fixes on strict traces
+            # only), so a lenient finding is upgraded only by a strict input the fix fixed.
+            strict = judge_reachability(trace).reachability == "strict"
+            fixes = fix_replays(trace, run.target, run.profile, result.violations, _replay) if strict else {}
+        sig = Signature(run.label, finding.invariant, f"{kind}-{phase}", _not_fixed_by(finding, claimed, fixes))
         found.setdefault(sig.key, sig)
     return found
 
 
-def _not_fixed_by(trace: Trace, run, finding, fix_replays: dict) -> str:
-    """The first fixed_in of the [[known]] fixes that claim `finding` (status.fixes_claimed)
-    when every one of them still shows it on its release (replay.fix_release_specs): what
-    status.status_of would not file as fixed.  "" when one fix covers it, when none claims
-    it, and on a lenient trace, whose status is "lenient" whatever a fix does (as replay
-    checks fixes on strict traces only): a lenient finding is upgraded only by a strict
-    input that is what the fix fixed.  fix_replays: spec -> FixReplay, one trace's cache."""
-    if run.target.recipe is None:
-        return ""
-    claimed = fixes_claimed(finding.status, finding.invariant, run.target.version, run.profile.known,
-                            finding.detail)
-    if not claimed or judge_reachability(trace).reachability != "strict":
-        return ""
-    covered = {finding.invariant} | set(followed(finding.detail) if finding.invariant == "trajectory-divergence" else [])
-    for fixed_in in claimed:
-        for spec in fix_release_specs(run.target, fixed_in):
-            if spec not in fix_replays:
-                fix_replays[spec] = replay_on_release(trace, spec, _replay)
-            if fix_replays[spec] is not None:
-                if not fix_replays[spec].shows & covered:
-                    return ""            # this fix covers it: status "fixed"
-                break
-        else:
-            return ""                    # nothing to replay it on: "fixed" (not replayed)
-    return claimed[0]
+def _not_fixed_by(finding, claimed: list, fixes: dict | None) -> str:
+    """The first of the fixes that claim `finding` (status.fixes_claimed) when each one's
+    release, replayed (replay.fix_replays), still shows it: what status.status_of would not
+    file as fixed.  "" when one fix covers it (or nothing was built to replay it on, "fixed,
+    not replayed"), when none claims it, and on a lenient trace (no fixes replayed)."""
+    shown = [(fixes or {}).get(fixed_in) for fixed_in in claimed]
+    still = all(r is not None and r.label and r.shows & covered(finding.invariant, finding.detail) for r in shown)
+    return claimed[0] if claimed and still else ""
 
 
 def _repair(events: list) -> list:
