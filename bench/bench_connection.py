@@ -27,7 +27,7 @@ CLOUDFLARE_S_PER_RUN = 10
 # The seed's headline first (quiche before and after the idle-restart fix, and Reno),
 # then every other stack with a connection shim.
 DEFAULT_STACKS = ("quiche@0.26.0", "quiche@0.26.1", "quiche@0.30.0", "quiche@0.30.0:idle_fix=off",
-                  "quiche-reno@0.26.0", "quinn", "picoquic", "ngtcp2", "aioquic")
+                  "quiche-reno@0.26.0", "quinn", "picoquic", "ngtcp2", "aioquic", "s2n-quic")
 DEFAULT_SCENARIO = "death-spiral-loopback"
 
 
