@@ -408,7 +408,8 @@ def judge(findings: list, profile: Profile, observed: dict | None = None) -> lis
     RFC rule is that bug's footprint, not a documented deviation: it is a violation that
     "follows" the earlier findings -- only those whose evidence began at or before it
     (causal order: an idle inflation flagged at the end of the round trip it measures began
-    at that round trip's first ACK).  With `observed` (the run's ccdiff/triggers.py record,
+    at that round trip's first ACK).  So does any violation that first shows at or after a
+    numeric-error.  With `observed` (the run's ccdiff/triggers.py record,
     which replay passes), a deviation that names a trigger excuses a trajectory divergence
     only when that trigger occurred at or before the divergence began; a divergence no
     deviation excuses stays a violation.  Returns the findings, in the order given.
@@ -438,4 +439,13 @@ def judge(findings: list, profile: Profile, observed: dict | None = None) -> lis
             finding.status = "violation"
             finding.detail = finding.detail.split("; documented deviations")[0] + \
                 f" (follows {', '.join(earlier)})"
+    # A window that is no number any more (numeric-error: cwnd 0, NaN, ...) leaves every later
+    # rule judging what the stack computes from it: a violation that first shows at or after
+    # it is that bug's footprint, one report with it (msquic's zero window after an ECN undo
+    # was stored as five "new" fuzz findings: growth from 0, a growth bound, ...).
+    insane = [f.event_index for f in findings if f.invariant == "numeric-error" and f.status == "violation"]
+    for finding in findings:
+        if insane and finding.status == "violation" and finding.event_index >= min(insane) \
+                and finding.invariant not in ("numeric-error", "trajectory-divergence"):
+            finding.detail += " (follows numeric-error)"
     return findings

@@ -15,8 +15,9 @@ One line, first on every finding page and finding.md (issue 15):
                                            shows it (replay.py fix_replays); "— by version only"
                                            when no such build was there to replay it on
   documented deviation — not a bug report  the stack's profile documents it on purpose
-  consequence of X in this run             a trajectory divergence that follows violation X
-                                           (neither known nor fixed): X's report, not its own
+  consequence of X in this run             a trajectory divergence that follows violation X,
+                                           or any violation after a numeric-error X (neither
+                                           known nor fixed): X's report, not its own
   lenient trace only — not reachable as found
                                            the trace has events the stack's own loss
                                            detection would not produce (ccdiff/reach.py)
@@ -124,15 +125,16 @@ def validate_known(entries: list, source: str, catalog) -> list:
 
 
 def followed(detail: str) -> list:
-    """The invariants a trajectory divergence follows ('... (follows a, b)', profiles.judge)."""
+    """The invariants a finding follows ('... (follows a, b)', profiles.judge): a trajectory
+    divergence the violations before it, any violation a numeric-error before it."""
     match = re.search(r"\(follows ([\w, -]+)\)$", detail or "")
     return [name.strip() for name in match.group(1).split(",")] if match else []
 
 
 def covered(invariant: str, detail: str = "") -> set:
-    """The invariants a finding stands for: itself, and for a trajectory divergence the ones it
-    follows (profiles.judge), whose [[known]] entries and fixes cover it too."""
-    return {invariant} | set(followed(detail) if invariant == "trajectory-divergence" else [])
+    """The invariants a finding stands for: itself, and the ones it follows (profiles.judge),
+    whose [[known]] entries and fixes cover it too."""
+    return {invariant} | set(followed(detail))
 
 
 def fixes_claimed(finding_status: str, invariant: str, version: str, known: list, detail: str = "") -> list:
@@ -157,7 +159,7 @@ def status_of(finding_status: str, invariant: str, version: str, known: list, re
     later one): an entry's fix covers a finding only if the release no longer shows it --
     a version bound alone filed quiche 0.26.0's timer-loss recovery start, which 0.26.1 and
     0.30.0 still show, as "fixed upstream in 0.26.1".  None: not replayed (no note)."""
-    follows = followed(detail) if invariant == "trajectory-divergence" else []
+    follows = followed(detail)
     shown = covered(invariant, detail)
     if finding_status == "deviation":
         return Status("deviation", DEVIATION)

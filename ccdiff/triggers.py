@@ -30,6 +30,10 @@ TRIGGERS = {
     "hystart": "the stack, in slow start, grew by less than half the bytes an ACK outside recovery "
                "acknowledged or by at least a datagram less than them, or left slow start on an ACK "
                "without a congestion signal: HyStart (RFC 9406) seen from outside",
+    "window-beyond-twice-flight": "an ACK on which slow start's growth (the window plus the bytes "
+                                  "acknowledged) would pass twice the largest flight so far: where a "
+                                  "stack that caps its window at twice its largest flight holds it "
+                                  "(RFC 9002 §7.8's underutilized window)",
     "mechanism": "the deviation's own mechanism explained an occurrence of an invariant "
                  "(ccdiff/mechanisms.py)",
 }
@@ -40,6 +44,7 @@ class Triggers:
 
     def __init__(self):
         self.first: dict[str, int] = {}
+        self.flight_max = 0      # the largest bytes in flight after any send so far
 
     def _saw(self, name: str, index: int) -> None:
         self.first.setdefault(name, index)
@@ -57,6 +62,7 @@ class Triggers:
         elif kind in (APP_IDLE, APP_DATA):
             saw("app-limited", index)
         elif kind == SENT:
+            self.flight_max = max(self.flight_max, ev.bytes_in_flight_after)
             if ev.app_limited:
                 saw("app-limited", index)
             if truth.idle_gap > 0:
@@ -70,6 +76,8 @@ class Triggers:
                 saw("app-limited", index)
             if len(ev.packets) >= 2:
                 saw("ack-of-several-packets", index)
+            if before is not None and 2 * self.flight_max < before.cwnd + ev.acked_bytes:
+                saw("window-beyond-twice-flight", index)
             if before is not None and self._hystart(ev, before, after, truth):
                 saw("hystart", index)
 

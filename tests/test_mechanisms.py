@@ -551,6 +551,84 @@ def test_quinn_ignores_ce_on_a_reordered_ack_frame_only():
     assert kept.status == "violation"      # 12,000 + 6,000 then x 0.7: 12,600, larger than before
 
 
+def test_msquic_ignores_ce_on_an_ack_frame_without_a_new_largest_only():
+    """AFL++ stored a CE count on the ACK of packet 0 after that of packet 2 as a new strict
+    missing-reduction on pristine msquic: msquic validates ECN counts and calls OnEcn only
+    when the largest acknowledged increases (loss_detection.c:1523-1528, its comment the
+    intent).  The mechanism excuses that frame; the same CE count on the frame with the new
+    largest reduces, and no reduction there would stay a violation."""
+    ensure_built("msquic")
+    trace = load_trace(str(project_root() / "fuzz" / "reproducers" / "msquic-ecn-on-reordered-ack.jsonl"))
+    assert trace.reachability == "strict"
+    (finding,) = replay(trace, ["msquic"]).findings
+    assert (finding.invariant, finding.status, finding.explained_by) == (
+        "missing-reduction", "deviation", ("ecn-only-on-new-largest",))
+    ce_first = trace.events[:2] + [trace.events[2]._replace(ecn_ce=True), trace.events[3]._replace(ecn_ce=False)]
+    result = replay(type(trace)(trace.header, ce_first, trace.source), ["msquic"])
+    cwnd = [s.cwnd for s in result.runs["msquic"].snapshots]
+    assert cwnd[2] < cwnd[1] and not result.findings    # CE on the new largest: OnEcn reduces
+    assert MECHANISMS["msquic-ecn-on-new-largest-only"].invariants == frozenset({"missing-reduction"})
+
+
+def test_picoquics_loss_filter_sees_an_acks_ce_before_the_losses_it_reveals():
+    """AFL++ stored a missing reduction on pristine picoquic as new and strict: the loss-rate
+    filter's model tested the loss of 125 (revealed by the ACK carrying CE at t=154636) before
+    that ACK's CE, as the trace orders them, and so counted it in the EWMA; picoquic notifies
+    the CE first (frames.c:3994-4003), enters recovery, and then skips the loss (below
+    recovery_sequence, cubic.c:333): the EWMA stays lower and 138's loss does not reduce.
+    Without the CE on that ACK the losses are tested in the trace's order, as before."""
+    ensure_built("picoquic")
+    trace = load_trace(str(project_root() / "fuzz" / "reproducers" / "picoquic-ce-before-revealed-losses.jsonl"))
+    assert trace.reachability == "strict"
+    findings = [f for f in replay(trace, ["picoquic"]).findings if f.invariant == "missing-reduction"]
+    assert findings and all(f.status == "deviation" and f.explained_by == ("loss-rate-filter",) for f in findings)
+    model = MECHANISMS["picoquic-loss-rate-filter"](1200)
+    ledger = Ledger(trace.header)
+    for index, ev in enumerate(trace.events):
+        model.observe(index, ledger.resolve(ev))
+    verdicts = dict(model.filtered)
+    assert verdicts[6] and verdicts[11] and verdicts[12]     # every loss stayed under 15%
+    assert model.last_lost == 138 and model.rate < model.THRESHOLD
+
+
+def test_msquic_grows_once_an_ack_above_its_recovery_packet_number_ended_recovery():
+    """AFL++ stored growth on the ACK of packet 46 (sent before the CE's recovery start) as a
+    new strict growth-in-recovery on pristine msquic: the ACK of 75, above
+    RecoverySentPacketNumber (48), had ended msquic's recovery (cubic.c:434-446, its comment
+    the intent).  The mechanism excuses growth only once its replay of that rule is out of
+    recovery: without the ACK of 75, the ACK of 46 stays in msquic's recovery and does not
+    grow, and an ACK in recovery is never excused."""
+    ensure_built("msquic")
+    trace = load_trace(str(project_root() / "fuzz" / "reproducers" / "msquic-recovery-ended-by-largest.jsonl"))
+    assert trace.reachability == "strict"
+    (finding,) = [f for f in replay(trace, ["msquic"]).findings if f.invariant == "growth-in-recovery"]
+    assert (finding.status, finding.explained_by) == ("deviation", ("recovery-by-packet-number",))
+    model = MECHANISMS["msquic-recovery-by-packet-number"](1200)
+    ledger = Ledger(trace.header)
+    for index, ev in enumerate(trace.events):
+        model.observe(index, ledger.resolve(ev))
+    assert dict(model.out_before) == {2: True, 4: False, 5: True}   # in recovery from the CE (event 2) to the ACK of 75
+    without_75 = [e for e in trace.events if getattr(e, "pns", None) != (75,)]
+    result = replay(type(trace)(trace.header, without_75, trace.source), ["msquic"])
+    cwnd = [s.cwnd for s in result.runs["msquic"].snapshots]
+    assert cwnd[-1] == cwnd[-2] and not [f for f in result.findings if f.invariant == "growth-in-recovery"]
+
+
+def test_msquics_flight_cap_excuses_a_divergence_only_where_the_cap_can_hold_the_window():
+    """AFL++ stored a trajectory divergence on pristine msquic as new and strict: four sends the
+    trace calls cwnd-limited into a 12,000-byte window, which the oracle grows on (RFC 9002
+    §7.8: pacing-limited is not underutilized) and msquic caps at 2 x BytesInFlightMax (cubic.c
+    654-663, its comment the intent).  Excused once an ACK came whose slow-start growth would
+    pass twice the largest flight (trigger window-beyond-twice-flight), not before."""
+    ensure_built("msquic")
+    trace = load_trace(str(project_root() / "fuzz" / "reproducers" / "msquic-flight-cap-holds-window.jsonl"))
+    assert trace.reachability == "strict"
+    result = replay(trace, ["msquic"])
+    (finding,) = [f for f in result.findings if f.invariant == "trajectory-divergence"]
+    assert finding.status == "deviation" and "no-app-limited-state-flight-cap" in finding.detail
+    assert result.runs["msquic"].triggers.first["window-beyond-twice-flight"] == finding.event_index == 4
+
+
 def test_picoquic_keeps_its_window_for_sends_in_the_microsecond_of_an_app_limited_one():
     """The other side of app-limited-by-timestamp: AFL++ stored the ACK of ten cwnd-limited
     packets, sent in the microsecond of two app-limited ones, as a new strict

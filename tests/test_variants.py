@@ -224,6 +224,10 @@ def test_triggers_record_the_first_event_of_each():
     assert first["loss"] == first["congestion-event"] == 4
     assert first["spurious-loss"] == 5
     assert "ecn-ce" not in first and "persistent-congestion" not in first and "idle" not in first
+    assert first["window-beyond-twice-flight"] == 3      # 12,000 + 2,400 acknowledged > 2 x 3,600 in flight
+    full = [sent(0, pn) for pn in range(10)] + [dict(t=50_000, ev="ack", pns=[[0, 9]])]
+    first = replay(_trace(full), ["oracle", "quiche@0.30.0"]).runs["quiche@0.30.0"].triggers.first
+    assert "window-beyond-twice-flight" not in first     # a full window in flight: 24,000 is twice it
 
 
 # -- the variants reproduce the stacks they describe --------------------------------------------

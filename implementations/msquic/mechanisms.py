@@ -6,8 +6,10 @@ defined here under its `name`; the shape they share is that module's (docs/addin
 from __future__ import annotations
 
 
-from ccdiff.ledger import LOST, PERSISTENT_CONGESTION, SENT
-from ccdiff.mechanisms import Mechanism, Occurrence, S2nFastConvergenceRfc8312
+from collections import deque
+
+from ccdiff.ledger import ACKED, LOST, PERSISTENT_CONGESTION, SENT
+from ccdiff.mechanisms import Mechanism, Ngtcp2EcnOnNewLargestOnly, Occurrence, S2nFastConvergenceRfc8312
 
 
 def msquic_cube_root(radicand: int) -> int:
@@ -109,3 +111,64 @@ class MsquicFastConvergenceRfc8312(S2nFastConvergenceRfc8312):
         if not earlier or not prior < earlier[-1] or occ.after.w_max is None:
             return False
         return occ.after.w_max == prior * (10 + 7) // 20
+
+
+class MsquicEcnOnNewLargestOnly(Ngtcp2EcnOnNewLargestOnly):
+    """msquic reads an ACK frame's ECN counts only when the frame raises the largest
+    acknowledged packet number (loss_detection.c:1523-1528: "Per RFC 9000, we validate ECN
+    counts from received ACK frames when the largest acked packet number increases"), and
+    only then calls OnEcn: a CE count on a reordered ACK frame starts no congestion event.
+    Explains a missing reduction only on such a frame that carries CE and reveals no loss
+    (a loss always reaches OnDataLost); a CE count on a frame with a new largest reaches
+    OnEcn, where recovery-by-packet-number decides."""
+    name = "msquic-ecn-on-new-largest-only"
+    invariants = frozenset({"missing-reduction"})
+    rule = "src/core/loss_detection.c:1523-1566 (msquic 2.5.1)"
+    families = ("cubic",)
+
+
+class MsquicRecoveryByPacketNumber(Mechanism):
+    """msquic leaves recovery on the first ACK whose largest acknowledged packet (the largest
+    ever acknowledged) is numbered above RecoverySentPacketNumber, the largest packet sent at
+    the congestion event (cubic.c:434-446); that ACK does not grow, the next ones grow in
+    congestion avoidance whatever packets they acknowledge.  RFC 9002 B.5 keeps every packet
+    sent before the recovery start from growing the window.  A congestion event is a loss
+    numbered above RecoverySentPacketNumber, or the first (cubic.c:716-726), or a CE count on an
+    ACK raising the largest acknowledged above it (cubic.c:751-761; loss_detection.c:1523-1566,
+    ECN before OnDataAcknowledged).  Explains growth-in-recovery only on an ACK that reveals no
+    loss and finds the rule, replayed from the events, out of recovery before it."""
+    name = "msquic-recovery-by-packet-number"
+    invariants = frozenset({"growth-in-recovery"})
+    rule = "src/core/cubic.c:434-446, 716-726, 751-761; src/core/loss_detection.c:1523-1624 (msquic 2.5.1)"
+    families = ("cubic",)
+
+    def __init__(self, max_datagram_size: int):
+        super().__init__(max_datagram_size)
+        self.largest_sent = self.largest_acked = self.recovery_pn = -1
+        self.had_event = self.in_recovery = False
+        self.out_before = deque(maxlen=256)     # (ACK index, out of recovery before it)
+
+    def _congestion_event(self) -> None:
+        self.recovery_pn, self.in_recovery, self.had_event = self.largest_sent, True, True
+
+    def observe(self, index: int, ev) -> None:
+        if ev.kind == SENT:
+            self.largest_sent = max(self.largest_sent, max(p[0] for p in ev.packets))
+        elif ev.kind in (LOST, PERSISTENT_CONGESTION):
+            lost = max((p[0] for p in ev.packets), default=-1)
+            if not self.had_event or lost > self.recovery_pn:
+                self._congestion_event()
+        elif ev.kind == ACKED:
+            self.out_before.append((index, not self.in_recovery))
+            largest = max((p[0] for p in ev.packets), default=-1)
+            new_largest = largest > self.largest_acked
+            self.largest_acked = max(self.largest_acked, largest)
+            if ev.ecn_ce and new_largest and (not self.had_event or self.largest_acked > self.recovery_pn):
+                self._congestion_event()
+            elif self.in_recovery and self.largest_acked > self.recovery_pn:
+                self.in_recovery = False
+
+    def explains(self, occ: Occurrence) -> bool:
+        if any(ev.kind != ACKED for _, ev in occ.events) or not occ.events:
+            return False
+        return dict(self.out_before).get(occ.events[-1][0], False)

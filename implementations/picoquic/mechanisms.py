@@ -55,6 +55,8 @@ class PicoquicLossRateFilter(Mechanism):
         self.recovery_sequence = 0           # cubic_state->recovery_sequence
         self.avoidance = False               # the stack's state before the loss: past slow start
         self.filtered = deque(maxlen=self.KEEP)   # (LOST index, every evaluated loss stayed <= 15%)
+        self.largest_acked = -1              # pkt_ctx->highest_acknowledged
+        self.group = None                    # this instant's losses: (t, the filter before them, [(index, ev)])
 
     def loss_test(self, pn: int) -> bool:
         """cc_common.c:105-136 for a repeat loss: True when the filter lets it count."""
@@ -70,16 +72,43 @@ class PicoquicLossRateFilter(Mechanism):
         if ev.kind == SENT:
             self.next_pn = max(self.next_pn, ev.packets[0][0] + 1)
         elif ev.kind == LOST:
-            counted = False
-            for p in ev.packets:
-                if self.avoidance and p[0] < self.recovery_sequence:
-                    continue                 # cubic.c:333 short-circuits the test
-                if self.loss_test(p[0]):
-                    # The reduction happens at this packet (cubic_enter_recovery, cubic.c:152):
-                    # the group's later, lower-numbered losses are then short-circuited.
-                    counted, self.avoidance = True, True
-                    self.recovery_sequence = self.next_pn
-            self.filtered.append((index, not counted))
+            if self.group is None or self.group[0] != ev.t:
+                self.group = (ev.t, (self.rate, self.last_lost, self.recovery_sequence, self.avoidance), [])
+            self.group[2].append((index, ev))
+            self._test(index, ev)
+        elif ev.kind == ACKED:
+            largest = max((p[0] for p in ev.packets), default=-1)
+            if ev.ecn_ce and self.group is not None and self.group[0] == ev.t:
+                self._ce_before_losses(largest if largest > self.largest_acked else 0)
+            self.largest_acked = max(self.largest_acked, largest)
+        if ev.kind != LOST:
+            self.group = None
+
+    def _test(self, index: int, ev) -> None:
+        counted = False
+        for p in ev.packets:
+            if self.avoidance and p[0] < self.recovery_sequence:
+                continue                 # cubic.c:333 short-circuits the test
+            if self.loss_test(p[0]):
+                # The reduction happens at this packet (cubic_enter_recovery, cubic.c:152):
+                # the group's later, lower-numbered losses are then short-circuited.
+                counted, self.avoidance = True, True
+                self.recovery_sequence = self.next_pn
+        self.filtered.append((index, not counted))   # a later entry for an index replaces it
+
+    def _ce_before_losses(self, largest_in_path: int) -> None:
+        """The ACK that reveals this instant's losses carries CE: picoquic notifies the CE count
+        at the end of the frame (frames.c:3994-4003, with the new largest acknowledged or 0) and
+        detects the losses after it (frames.c:3099-3102), so they are tested from the state the
+        CE leaves -- in congestion avoidance a reduction at a number at or above
+        recovery_sequence (cubic.c:333-338), in slow start always (the time condition is
+        too_soon_in_slow_start's) -- not the one the trace's order gives."""
+        t, state, losses = self.group
+        self.rate, self.last_lost, self.recovery_sequence, self.avoidance = state
+        if not self.avoidance or largest_in_path >= self.recovery_sequence:
+            self.recovery_sequence, self.avoidance = self.next_pn, True
+        for index, lost in losses:
+            self._test(index, lost)
 
     def after_step(self, index: int, ev, before, after) -> None:
         if before is not None and (after.cwnd < before.cwnd or after.ssthresh != before.ssthresh):
