@@ -589,6 +589,11 @@ def test_picoquics_loss_filter_sees_an_acks_ce_before_the_losses_it_reveals():
     verdicts = dict(model.filtered)
     assert verdicts[6] and verdicts[11] and verdicts[12]     # every loss stayed under 15%
     assert model.last_lost == 138 and model.rate < model.THRESHOLD
+    in_order = MECHANISMS["picoquic-loss-rate-filter"](1200)
+    ledger = Ledger(trace.header)
+    for index, ev in enumerate(trace.events):
+        in_order.observe(index, ledger.resolve(ev._replace(ecn_ce=False) if index == 7 else ev))
+    assert not dict(in_order.filtered)[12]      # no CE there: 125 enters the EWMA, 138 passes 15%
 
 
 def test_msquic_grows_once_an_ack_above_its_recovery_packet_number_ended_recovery():

@@ -206,6 +206,26 @@ def test_a_mechanism_trigger_is_the_mechanisms_first_explained_occurrence():
     assert judge([_divergence(10)], profile, {"mechanism:other": 4})[0].status == "violation"
 
 
+def test_what_shows_at_or_after_a_numeric_error_is_its_consequence():
+    """A window that is no number any more (msquic's cwnd = 0 after an ECN undo) makes every
+    later rule judge garbage: one report, the numeric-error's.  A violation that showed before
+    it stays a report of its own, and so does a deviation."""
+    from ccdiff.status import status_of
+    findings = [Finding("s", "growth-in-recovery", 3, 0, "cwnd 1 -> 2"),
+                Finding("s", "numeric-error", 5, 0, "snapshot has cwnd=0"),
+                Finding("s", "ca-growth-bound", 5, 0, "grew by 2400"),
+                Finding("s", "excess-reduction", 6, 0, "cwnd 0"),
+                Finding("s", "k-mismatch", 7, 0, "K", status="deviation", explained_by=("d",))]
+    judge(findings, Profile())
+    by = {f.invariant: f for f in findings}
+    assert by["ca-growth-bound"].detail.endswith("(follows numeric-error)")
+    assert by["excess-reduction"].detail.endswith("(follows numeric-error)")
+    assert "follows" not in by["growth-in-recovery"].detail + by["numeric-error"].detail
+    kinds = {f.invariant: status_of(f.status, f.invariant, "1.0", [], "strict", f.detail).kind for f in findings}
+    assert kinds == {"growth-in-recovery": "unchecked", "numeric-error": "unchecked", "ca-growth-bound": "consequence",
+                     "excess-reduction": "consequence", "k-mismatch": "deviation"}
+
+
 def test_without_a_record_the_waiver_is_wholesale_as_before():
     profile = Profile(deviations=[{"id": "undo", "tolerates": ["trajectory-divergence"],
                                    "observed": "spurious-loss"}])
