@@ -1138,6 +1138,8 @@ impl rustls::client::danger::ServerCertVerifier for TrustPresented {
 /// DEFAULT_CIPHERSUITES), with the seeded SecureRandom and X25519 in X25519's place.
 fn crypto_provider(seed: u64, server: bool) -> Arc<rustls::crypto::CryptoProvider> {
     let base = rustls::crypto::aws_lc_rs::default_provider();
+    // rustls's CryptoProvider holds its key-exchange groups and SecureRandom as `&'static dyn`:
+    // the seeded ones live for the whole process, two small structs leaked per endpoint.
     let x25519: &'static SeededX25519 = Box::leak(Box::new(SeededX25519(Mutex::new(SplitMix::new(seed, server, 5)))));
     let random: &'static TlsRandom = Box::leak(Box::new(TlsRandom(Mutex::new(SplitMix::new(seed, server, 6)))));
     let kx_groups = base
